@@ -1,0 +1,42 @@
+# kchaos: everything a fresh Debian machine (as root, as CI runs) needs.
+#   make test     the whole test suite
+#   make example  the current main job on the shipped sample run directory
+#   make bench    the benchmarks that print the README's performance figures
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.installed
+
+.PHONY: test example bench system-deps clean
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+example: $(STAMP)
+	$(BIN)/kchaos validate-history examples/queue-sample
+	$(BIN)/kchaos ingest examples/queue-sample
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/history_writer.py
+
+# System packages: Java for Spark, venv for Python. Installed only if missing.
+system-deps:
+	@if ! command -v java >/dev/null 2>&1 && [ -z "$$JAVA_HOME" ]; then \
+		echo "installing Java (Spark needs it)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless; \
+	fi
+	@if ! $(PYTHON) -c 'import ensurepip, venv' >/dev/null 2>&1; then \
+		echo "installing python3-venv"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; \
+	fi
+
+$(STAMP): pyproject.toml | system-deps
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info
+	find . -name __pycache__ -prune -exec rm -rf {} +

@@ -1,0 +1,13 @@
+"""The history contract in code: the durable writer, the streaming reader and
+validator, and the rules of HISTORY.md they share."""
+
+from history_analysis.history.contract import SCHEMA_VERSION, Violation
+from history_analysis.history.reader import (
+    HistoryError, HistoryReader, HistoryReport, TruncatedLine, Unmatched, validate_history,
+)
+from history_analysis.history.writer import HistoryWriter
+
+__all__ = [
+    "SCHEMA_VERSION", "HistoryError", "HistoryReader", "HistoryReport", "HistoryWriter",
+    "TruncatedLine", "Unmatched", "Violation", "validate_history",
+]

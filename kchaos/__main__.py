@@ -1,0 +1,3 @@
+from kchaos.cli import main
+
+main()

@@ -1,0 +1,14 @@
+"""Shared fixtures: one Spark session for the whole test run."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    from history_analysis.spark import spark_session
+    session = spark_session(master="local[2]", conf={"spark.driver.memory": "2g"},
+                            scratch_dir=tmp_path_factory.mktemp("spark-scratch"))
+    yield session
+    session.stop()
