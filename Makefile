@@ -15,7 +15,7 @@ test: $(STAMP)
 
 example: $(STAMP)
 	$(BIN)/kchaos validate-history examples/queue-sample
-	$(BIN)/kchaos ingest examples/queue-sample
+	$(BIN)/kchaos check examples/queue-sample
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/history_writer.py

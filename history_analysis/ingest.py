@@ -109,7 +109,7 @@ def ingest(spark: SparkSession, run_dir: str | os.PathLike) -> IngestResult:
         result = IngestResult(os.fspath(run_dir), stat.st_size, stat.st_mtime_ns,
                               report.events, len(report.unmatched),
                               report.truncated.line if report.truncated else None)
-        for name, frame in _derive(paired).items():
+        for name, frame in derive_tables(paired).items():
             table = TABLES[name]
             path = _uri(scratch / table.name)
             frame.select(*table.columns).orderBy(*table.sort).write.parquet(path)
@@ -173,7 +173,9 @@ def _paired_operations(events: DataFrame) -> DataFrame:
     )
 
 
-def _derive(ops: DataFrame) -> dict[str, DataFrame]:
+def derive_tables(ops: DataFrame) -> dict[str, DataFrame]:
+    """Every table of HISTORY.md from the paired operations (one row per
+    operation: `asked` and `done` values of VALUE's type, `value_json`)."""
     sends = ops.where(F.col("f").isin("send", "txn")) \
         .select("*", F.posexplode(F.coalesce("done.sends", "asked.sends")).alias("pos", "r"))
     reads = ops.where(F.col("f").isin("poll", "txn")) \

@@ -82,3 +82,46 @@ END_OFFSETS = Table("end_offsets", _schema(
 
 TABLES = {t.name: t for t in (OPS, SENDS, READS, COMMITS, COMMITTED, ASSIGNMENTS,
                                NEMESIS, END_OFFSETS)}
+
+
+class TableError(ValueError):
+    """The Parquet tables of a run directory are missing or malformed."""
+
+
+def read_tables(spark, tables_dir) -> dict:
+    """Open every table under `tables_dir` (RUN_DIR/history), checking that
+    each exists and has every column HISTORY.md gives it, with its type.
+
+    Extra columns are dropped, so tables written by another tool with more
+    columns still read; missing or mistyped ones are an error naming the
+    table, the columns and how to fix it.
+    """
+    from pathlib import Path
+
+    from pyspark.errors import AnalysisException
+
+    tables_dir = Path(tables_dir)
+    frames = {}
+    for table in TABLES.values():
+        path = tables_dir / table.name
+        if not path.is_dir():
+            raise TableError(f"{path}: table {table.name!r} is missing; run "
+                             "`kchaos ingest` on the run directory to rebuild the tables")
+        try:
+            frame = spark.read.parquet(path.resolve().as_uri())
+        except AnalysisException as e:
+            raise TableError(f"{path}: cannot read table {table.name!r} as Parquet: "
+                             f"{str(e).splitlines()[0]}") from None
+        have = {f.name: f.dataType for f in frame.schema.fields}
+        missing = [c for c in table.columns if c not in have]
+        if missing:
+            raise TableError(f"{path}: table {table.name!r} lacks columns "
+                             f"{', '.join(missing)} (HISTORY.md); re-run `kchaos ingest`")
+        wrong = [f"{f.name} is {have[f.name].simpleString()}, expected "
+                 f"{f.dataType.simpleString()}"
+                 for f in table.schema.fields if have[f.name] != f.dataType]
+        if wrong:
+            raise TableError(f"{path}: table {table.name!r} has mistyped columns: "
+                             f"{'; '.join(wrong)}")
+        frames[table.name] = frame.select(*table.columns)
+    return frames

@@ -7,13 +7,14 @@ stderr saying what and where.
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 
 import click
 
 from kchaos import __version__
 
-EXIT_OK, EXIT_BAD_INPUT = 0, 3
+EXIT_OK, EXIT_INVALID, EXIT_UNKNOWN, EXIT_BAD_INPUT = 0, 1, 2, 3
 
 
 class BadInput(click.ClickException):
@@ -44,6 +45,15 @@ def _spark(master: str | None, conf_pairs: tuple[str, ...], scratch_dir: Path):
 
 
 RUN_DIR = click.Path(file_okay=False, path_type=Path)
+
+
+def _scratch_dir(run_dirs: tuple[Path, ...]) -> Path:
+    """Spark's scratch space: `.spark/` in the first run directory that
+    exists (never creating a run directory that is not there)."""
+    for run_dir in run_dirs:
+        if run_dir.is_dir():
+            return run_dir / ".spark"
+    return Path(tempfile.mkdtemp(prefix="kchaos-spark-"))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -85,12 +95,88 @@ def ingest_command(run_dirs: tuple[Path, ...], spark_master: str | None,
     """
     from history_analysis.history import HistoryError
     from history_analysis.ingest import IngestError, ingest
-    spark = _spark(spark_master, spark_conf, run_dirs[0] / ".spark")
+    spark = _spark(spark_master, spark_conf, _scratch_dir(run_dirs))
     for run_dir in run_dirs:
         try:
             click.echo(ingest(spark, run_dir).summary())
         except (HistoryError, IngestError) as e:
             raise BadInput(str(e)) from None
+
+
+@cli.command("check")
+@click.argument("run_dirs", nargs=-1, required=True, type=RUN_DIR, metavar="RUN_DIR...")
+@click.option("--allow", "allow", multiple=True, metavar="TYPE",
+              help="An anomaly type expected in this run (repeatable): still counted and "
+                   "shown, no longer invalid. int-send-skip and resume-rewind are always "
+                   "allowed.")
+@click.option("--max-examples", type=click.IntRange(min=0), default=32, show_default=True,
+              help="Cases kept per anomaly type in results.json.")
+@spark_options
+def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_examples: int,
+                  spark_master: str | None, spark_conf: tuple[str, ...]) -> None:
+    """Check the histories of RUN_DIR... for anomalies (ANOMALIES.md).
+
+    Ingests a run directory whose tables are missing or older than its
+    history.jsonl, writes RUN_DIR/results.json, prints a verdict per run and a
+    table of anomaly counts. Exit code: 0 all valid, 1 any invalid, 2 any
+    unknown (none invalid), 3 bad input or internal error.
+    """
+    from checkers.result import ALLOWED_BY_DEFAULT, ANOMALY_TYPES, UNKNOWN, CheckOptions
+    from history_analysis.history import HistoryError
+    from history_analysis.ingest import IngestError
+    from history_analysis.tables import TableError
+    from kchaos.check import check_run
+
+    unknown_types = [t for t in allow if t not in ANOMALY_TYPES]
+    if unknown_types:
+        raise BadInput(f"--allow {unknown_types[0]!r}: not an anomaly type; choose from "
+                       + ", ".join(ANOMALY_TYPES))
+    options = CheckOptions(max_examples=max_examples,
+                           allowed=ALLOWED_BY_DEFAULT | frozenset(allow))
+    spark = _spark(spark_master, spark_conf, _scratch_dir(run_dirs))
+    verdicts, counts = [], {}
+    for run_dir in run_dirs:
+        try:
+            suite = check_run(spark, run_dir, options)
+        except (HistoryError, IngestError, TableError) as e:
+            click.echo(f"kchaos: error: {e}", err=True)
+            verdicts.append(None)
+            continue
+        verdicts.append(suite.valid)
+        counts[run_dir] = suite.result.counts
+        click.echo(f"{run_dir}: {_verdict_line(suite)}")
+    _print_counts(counts)
+    if None in verdicts:
+        sys.exit(EXIT_BAD_INPUT)
+    if False in verdicts:
+        sys.exit(EXIT_INVALID)
+    if UNKNOWN in verdicts:
+        sys.exit(EXIT_UNKNOWN)
+
+
+def _verdict_line(suite) -> str:
+    result, allowed = suite.result, suite.options.allowed
+    found = ", ".join(f"{t} {n}" + (" (allowed)" if t in allowed else "")
+                      for t, n in sorted(result.counts.items()))
+    word = {True: "valid", False: "INVALID"}.get(suite.valid, "unknown")
+    parts = [word] + ([found] if found else [])
+    parts += [f"{t} undecided: {u.get('count', '?')}" for t, u in sorted(result.unknown.items())]
+    parts += [f"checker {e['checker']} failed: {e['error']}" for e in result.errors]
+    return "; ".join(parts)
+
+
+def _print_counts(counts: dict) -> None:
+    types = sorted({t for c in counts.values() for t in c})
+    if not types:
+        return
+    runs = list(counts)
+    width = max(len(t) for t in types)
+    click.echo("\n" + "anomaly".ljust(width) + "".join(f"  run{i + 1:>3}" for i in
+                                                       range(len(runs))))
+    for t in types:
+        click.echo(t.ljust(width) + "".join(f"  {counts[r].get(t, 0):>6}" for r in runs))
+    for i, run in enumerate(runs):
+        click.echo(f"run{i + 1}: {run}")
 
 
 def main() -> None:
@@ -104,4 +190,8 @@ def main() -> None:
     except (click.Abort, KeyboardInterrupt):
         click.echo("kchaos: interrupted", err=True)
         code = 130
+    except Exception as e:  # noqa: BLE001 — one line, never a traceback
+        detail = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        click.echo(f"kchaos: internal error: {type(e).__name__}: {detail}", err=True)
+        code = EXIT_BAD_INPUT
     sys.exit(code if isinstance(code, int) else EXIT_OK)

@@ -89,3 +89,72 @@ def test_ingest_the_example(tmp_path):
     manifest = json.loads((run / "history" / "_ingest.json").read_text())
     assert manifest["rows"]["end_offsets"] == 2
     assert (run / ".spark").is_dir()  # Spark's scratch space stays in the run directory
+
+
+def write_run(run: Path, ops) -> Path:
+    from tests.checkers.conftest import write_events
+    write_events(run, ops.events)
+    return run
+
+
+@pytest.mark.spark
+def test_check_exit_codes_and_summary(tmp_path):
+    from tests.checkers.conftest import Ops
+
+    valid = copy_example(tmp_path)
+    invalid = write_run(tmp_path / "lost", Ops().send(0, "t", 0, 10, offsets=[0])
+                        .send(0, "t", 0, 11, offsets=[1]).poll(1, ("t", 0, 1, 11)))
+    undecided = write_run(tmp_path / "unseen", Ops().send(0, "t", 0, 10, offsets=[0]))
+
+    result = kchaos("check", str(valid), "--spark-master", "local[2]")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"{valid}: valid")
+    assert json.loads((valid / "results.json").read_text())["valid"] is True
+
+    result = kchaos("check", str(valid), str(invalid), str(undecided), "--max-examples", "1")
+    assert result.returncode == 1, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"{valid}: valid"
+    assert lines[1].startswith(f"{invalid}: INVALID; lost-write 1")
+    assert lines[2].startswith(f"{undecided}: unknown; unseen undecided: 1")
+    assert any(line.split() == ["lost-write", "0", "1", "0"] for line in lines)
+
+    result = kchaos("check", str(undecided))
+    assert result.returncode == 2
+    assert json.loads((undecided / "results.json").read_text())["valid"] == "unknown"
+
+    result = kchaos("check", str(invalid), "--allow", "lost-write")
+    assert result.returncode == 0, result.stdout
+    written = json.loads((invalid / "results.json").read_text())
+    assert written["valid"] is True and written["counts"] == {"lost-write": 1}
+
+
+@pytest.mark.spark
+def test_check_bad_input_exits_3(spark, tmp_path):
+    from tests.checkers.conftest import Ops
+
+    result = kchaos("check", str(tmp_path / "missing"))
+    assert result.returncode == 3 and "no such run directory" in result.stderr
+
+    result = kchaos("check", str(tmp_path), "--allow", "lost-writes")
+    assert result.returncode == 3 and "--allow 'lost-writes': not an anomaly type" in result.stderr
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = kchaos("check", str(empty))
+    assert result.returncode == 3 and "neither history.jsonl nor history/" in result.stderr
+
+    run = write_run(tmp_path / "run", Ops().send(0, "t", 0, 10, offsets=[0]))
+    assert kchaos("ingest", str(run)).returncode == 0
+    (run / "history.jsonl").unlink()  # tables only, as another tool may leave them
+    shutil.rmtree(run / "history" / "commits")
+    result = kchaos("check", str(run))
+    assert result.returncode == 3
+    assert "table 'commits' is missing" in result.stderr
+
+    spark.createDataFrame([(1, "x")], "op_index long, process string") \
+        .write.parquet(str(run / "history" / "commits"))
+    result = kchaos("check", str(run))
+    assert result.returncode == 3
+    assert "table 'commits' lacks columns type, group, topic" in result.stderr
+    assert "Traceback" not in result.stderr

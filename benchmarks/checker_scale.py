@@ -1,0 +1,456 @@
+"""How fast the checker suite runs on a large history, and whether it finds
+exactly the anomalies injected into it.
+
+    python benchmarks/checker_scale.py --events 10000000 --anomalies 3 --seed 1 \\
+        [--jsonl] [--out DIR] [--reuse] [--spark-conf KEY=VALUE ...]
+
+Spark generates a correct base run of about N history events (lines of
+history.jsonl; each adds about one row to `sends` + `reads` together with
+the other tables: benchmarks/synthetic_history.py) as the Parquet tables of
+OUT/history, or with --jsonl as OUT/history.jsonl, which ingest then turns
+into the tables (timed). K cases of every anomaly type of ANOMALIES.md are
+injected (INJECTIONS below: their operations come right after the base
+run's setup, and the final-phase ones at the very end), each on its own
+partition (jt0 partitions 64 and up: case c of type t is partition 64 + tK +
+c), with its own processes (1000 + 8·case + role) and its own group
+(kchaos-x<case>), so no case can produce another type. Then the suite runs
+on the tables (timed, also per checker family). Printed: events/s of ingest
+and check, the peak RSS (VmHWM) of this Python process and of Spark's JVM
+during each, the JVM heap, and per type the cases expected, found, and found
+on that type's own injected partitions. Exit 0 only if exactly the injected
+anomalies were found (no other type, no checker error, nothing undecided).
+OUT also gets test.json, results.json and benchmark.json (the figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+# benchmarks/ is not an installed package: import it from the repository.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import synthetic_history as sh  # noqa: E402
+from checkers.history import History  # noqa: E402
+from checkers.result import ANOMALY_TYPES, CheckOptions  # noqa: E402
+from checkers.suite import check_history, write_results  # noqa: E402
+from history_analysis.ingest import ingest  # noqa: E402
+from history_analysis.spark import parse_conf, spark_session  # noqa: E402
+
+# --- the injections: one small scenario per case, on partition X ----------------
+
+P, Q, R1, R2, A, B, C, FINAL = range(8)   # roles: producers, readers, members, final reader
+GARBAGE = 15        # value slot of a record nobody sent (even cases) / that does not decode (odd)
+STALE = -1          # committed returns 1 (even cases) / none (odd) after a commit of 2
+PROCESS_BASE, VALUE_BASE, GARBAGE_BASE = 1000, 1 << 44, 1 << 45
+
+
+def send(role, *records, type="ok", error=None):
+    """records: (value slot, acknowledged offset or None)."""
+    return dict(role=role, f="send", sends=list(records), type=type, error=error)
+
+
+def assign(role, seek, phase="main"):
+    return dict(role=role, f="assign", seek=seek, phase=phase)
+
+
+def poll(role, *reads, rebalance=None, phase="main"):
+    """reads: (value slot, offset)."""
+    return dict(role=role, f="poll", reads=list(reads), rebalance=rebalance, phase=phase)
+
+
+def subscribe(role):
+    return dict(role=role, f="subscribe")
+
+
+def commit(role, offset):
+    return dict(role=role, f="commit", offset=offset)
+
+
+def committed(role, offset):
+    return dict(role=role, f="committed", offset=offset)
+
+
+def end_offsets(role, end):
+    return dict(role=role, f="end-offsets", offset=end, phase="final")
+
+
+# Per type, the operations of one case, run one at a time in this order on
+# the case's partition: (value slot, offset) pairs name its values v0, v1, ….
+# Every acknowledged value is read by an ok poll unless the type is about
+# not reading it, and no reader's chain of reads breaks unless the type is
+# about that: so each case is its type and nothing else.
+INJECTIONS = {
+    # v1 never read, v2 after it read (by a reader assigned without seeking).
+    "lost-write": [send(P, (0, 0), (1, 1), (2, 2)), assign(R1, True), poll(R1, (0, 0)),
+                   assign(R2, False), poll(R2, (2, 2))],
+    # The log lost offset 1: the end recorded is 1 and the final read reached it.
+    "unseen": [send(P, (0, 0), (1, 1)), end_offsets(FINAL, 1),
+               assign(FINAL, True, phase="final"), poll(FINAL, (0, 0), phase="final")],
+    # v0 at offsets 0 and 2, each read by a different reader.
+    "duplicate": [send(P, (0, 0), (1, 1)), assign(R1, True), poll(R1, (0, 0), (1, 1)),
+                  assign(R2, False), poll(R2, (0, 2))],
+    # Offset 1 holds v1 (acknowledged, read) and v2 (an info send, read).
+    "inconsistent-offsets": [send(P, (0, 0), (1, 1)), send(Q, (2, None), type="info",
+                                                          error="REQUEST_TIMED_OUT"),
+                             assign(R1, True), poll(R1, (0, 0), (1, 1)),
+                             assign(R2, False), poll(R2, (2, 1))],
+    # Even cases read a value nobody sent, odd ones a record that does not decode.
+    "garbage-read": [send(P, (0, 0)), assign(R1, True), poll(R1, (0, 0), (GARBAGE, 1))],
+    # v1's only send failed, yet it is read.
+    "aborted-read": [send(P, (0, 0)), send(Q, (1, None), type="fail",
+                                           error="NOT_ENOUGH_REPLICAS"),
+                     assign(R1, True), poll(R1, (0, 0), (1, 1))],
+    # P's second send (v1) lands before its first (v0).
+    "nonmonotonic-send": [send(P, (0, 1)), send(P, (1, 0)), assign(R1, True),
+                          poll(R1, (1, 0), (0, 1))],
+    # The same inside one send (backwards is not a skip).
+    "int-nonmonotonic-send": [send(P, (0, 1), (1, 0)), assign(R1, True),
+                              poll(R1, (1, 0), (0, 1))],
+    # Q's v1 lands between P's v0 and v2 of one send.
+    "int-send-skip": [send(P, (0, 0), (2, 2)), send(Q, (1, 1)), assign(R1, True),
+                      poll(R1, (0, 0), (1, 1), (2, 2))],
+    # R1's second poll starts by re-reading v1.
+    "nonmonotonic-poll": [send(P, (0, 0), (1, 1), (2, 2)), assign(R1, True),
+                          poll(R1, (0, 0), (1, 1)), poll(R1, (1, 1), (2, 2))],
+    # R1 jumps from v0 to v2; R2 reads v1, so it is not lost.
+    "poll-skip": [send(P, (0, 0), (1, 1), (2, 2)), assign(R1, True), poll(R1, (0, 0)),
+                  poll(R1, (2, 2)), assign(R2, True), poll(R2, (0, 0), (1, 1), (2, 2))],
+    # One poll returns v1 then v0.
+    "int-nonmonotonic-poll": [send(P, (0, 0), (1, 1)), assign(R1, True),
+                              poll(R1, (1, 1), (0, 0))],
+    # One poll returns v0 then v2 (R2 reads v1: not lost).
+    "int-poll-skip": [send(P, (0, 0), (1, 1), (2, 2)), assign(R1, True),
+                      poll(R1, (0, 0), (2, 2)), assign(R2, True),
+                      poll(R2, (0, 0), (1, 1), (2, 2))],
+    # After a commit of 2, committed returns 1 (even cases) or none (odd).
+    "stale-committed-offset": [send(P, (0, 0), (1, 1)), subscribe(C),
+                               poll(C, (0, 0), (1, 1), rebalance="assigned"),
+                               commit(C, 2), committed(C, STALE)],
+    # The member commits 2 having read only v0 (R1 reads v1: not lost).
+    "group-lost": [send(P, (0, 0), (1, 1)), assign(R1, True), poll(R1, (0, 0), (1, 1)),
+                   subscribe(C), poll(C, (0, 0), rebalance="assigned"), commit(C, 2)],
+    # A commits 1 and is revoked; B's first read is at 2 (R1 reads v1: not lost).
+    "resume-skip": [send(P, (0, 0), (1, 1), (2, 2)), assign(R1, True),
+                    poll(R1, (0, 0), (1, 1), (2, 2)), subscribe(A),
+                    poll(A, (0, 0), rebalance="assigned"), commit(A, 1),
+                    poll(A, rebalance="revoked"), subscribe(B),
+                    poll(B, (2, 2), rebalance="assigned")],
+    # A commits 2 and is revoked; B's first read is at 1.
+    "resume-rewind": [send(P, (0, 0), (1, 1)), subscribe(A),
+                      poll(A, (0, 0), (1, 1), rebalance="assigned"), commit(A, 2),
+                      poll(A, rebalance="revoked"), subscribe(B),
+                      poll(B, (1, 1), rebalance="assigned")],
+}
+assert tuple(INJECTIONS) == ANOMALY_TYPES, "inject every type of checkers/result.py"
+
+STEP = ("t int, section int, pos int, n int, prefix int, role int, f string, type string, "
+        "phase string, error string, sends array<struct<slot:int,offset:long>>, "
+        "reads array<struct<slot:int,offset:long>>, seek boolean, rebalance string, "
+        "offset long")
+
+
+def injection_steps() -> tuple[list[tuple], int, int]:
+    """Template rows (one per step of one case), and the steps per case in
+    the main and final sections over all types."""
+    rows, prefix = [], [0, 0]
+    for t, steps in enumerate(INJECTIONS.values()):
+        by_section = [[s for s in steps if s.get("phase", "main") == phase]
+                      for phase in ("main", "final")]
+        for section, part in enumerate(by_section):
+            for pos, s in enumerate(part):
+                rows.append((t, section, pos, len(part), prefix[section], s["role"], s["f"],
+                             s.get("type", "ok"), s.get("phase", "main"), s.get("error"),
+                             [tuple(x) for x in s.get("sends", [])],
+                             [tuple(x) for x in s.get("reads", [])], s.get("seek"),
+                             s.get("rebalance"), s.get("offset")))
+            prefix[section] += len(part)
+    return rows, prefix[0], prefix[1]
+
+
+def injected_ops(spark, cases: int, layout: sh.Layout) -> DataFrame:
+    """Rows (section, ops) with one operation each: K cases of every type."""
+    rows, _, _ = injection_steps()
+    k = F.col("k")
+    case = F.col("t") * cases + k
+    x = sh.PARTITIONS + case
+    group = F.concat(F.lit("kchaos-x"), case.cast("string"))
+    odd = F.pmod(k, F.lit(2)) == 1
+
+    def value(slot: Column) -> Column:
+        return F.when(slot != GARBAGE, layout.value(VALUE_BASE + case * 16 + slot)) \
+            .when(~odd, layout.value(GARBAGE_BASE + case))
+
+    here = F.array(sh.topic_partition(x))
+    offset = F.when(F.col("offset") == STALE, F.when(~odd, F.lit(1))).otherwise(F.col("offset"))
+
+    def sends(acked: bool) -> Column:
+        return F.transform("sends", lambda s: F.struct(
+            F.lit(sh.TOPIC).alias("topic"), x.cast("int").alias("partition"),
+            value(s["slot"]).alias("value"),
+            (s["offset"] if acked else F.lit(None).cast("long")).alias("offset")))
+    reads = F.transform("reads", lambda r: F.struct(
+        F.lit(sh.TOPIC).alias("topic"), x.cast("int").alias("partition"), r["offset"],
+        value(r["slot"]).alias("value"),
+        F.when((r["slot"] == GARBAGE) & odd, F.lit("/w==")).alias("raw")))
+    rebalances = F.when(F.col("rebalance").isNotNull(), F.array(F.struct(
+        F.col("rebalance").alias("kind"), group.alias("group"), here.alias("partitions")))) \
+        .otherwise(sh.empty("rebalances"))
+    offsets = F.array(F.struct(F.lit(sh.TOPIC).alias("topic"), x.cast("int").alias("partition"),
+                               offset.alias("offset")))
+    f = F.col("f")
+    asked = F.when(f == "send", sh.value_struct(sends=sends(False))) \
+        .when(f == "poll", sh.empty()) \
+        .when(f == "assign", sh.value_struct(partitions=here, seek_to_beginning=F.col("seek"))) \
+        .when(f == "subscribe", sh.value_struct(group=group, topics=F.array(F.lit(sh.TOPIC)))) \
+        .when(f == "commit", sh.value_struct(group=group, offsets=offsets)) \
+        .when(f == "committed", sh.value_struct(group=group, partitions=here)) \
+        .when(f == "end-offsets", sh.value_struct(partitions=here))
+    done = F.when(f == "send", sh.value_struct(sends=sends(True))) \
+        .when(f == "poll", sh.poll_done(reads, rebalances)) \
+        .when(f == "committed", sh.value_struct(group=group, offsets=offsets)) \
+        .when(f == "end-offsets", sh.value_struct(offsets=offsets)) \
+        .otherwise(asked)
+    base = F.when(F.col("section") == 0, F.lit(sh.SETUP_EVENTS)).otherwise(F.lit(layout.body_end))
+    invoke = (base + 2 * (F.col("prefix") * cases + k * F.col("n") + F.col("pos"))).cast("long")
+    operation = sh.op(invoke, invoke + 1, (PROCESS_BASE + case * 8 + F.col("role")).cast("long"),
+                      f, asked, done, F.col("type"), F.col("phase"), F.col("error"))
+    return spark.createDataFrame(rows, STEP) \
+        .crossJoin(spark.range(cases).withColumnRenamed("id", "k")) \
+        .select("section", F.array(operation).alias("ops"))
+
+
+# --- generating ------------------------------------------------------------------
+
+MANIFEST = "_synthetic.json"
+
+
+def generate(spark, out: Path, events: int, cases: int, seed: int, jsonl: bool) -> sh.Layout:
+    """Write OUT/history.jsonl (jsonl) or the tables of OUT/history, and test.json."""
+    _, main_steps, final_steps = injection_steps()
+    layout = sh.Layout.plan(events, seed, 2 * cases * main_steps, 2 * cases * final_steps)
+    base = sh.BaseRun(layout)
+    setup = spark.range(1).select(F.lit(0).alias("section"), base.setup_ops().alias("ops"))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MANIFEST).unlink(missing_ok=True)
+    injected = _materialized(injected_ops(spark, cases, layout), out / ".injected")
+    rows = base.rows(spark)
+    if jsonl:
+        def ordered(frame: DataFrame) -> DataFrame:  # small: one op per row
+            return frame.repartition(1).sortWithinPartitions(F.col("ops")[0]["invoke_index"]) \
+                .select("ops")
+        sh.write_jsonl([ordered(setup.unionByName(injected.where("section = 0"))), rows,
+                        ordered(injected.where("section = 1"))], layout, out)
+    else:
+        # A history.jsonl of an earlier run would not describe these tables.
+        (out / "history.jsonl").unlink(missing_ok=True)
+        ops = setup.select("ops").unionByName(injected.select("ops")).unionByName(rows) \
+            .select(F.explode("ops").alias("o")).select("o.*")
+        sh.write_tables(ops, layout, out)
+    topics = {sh.TOPIC: {"partitions": sh.PARTITIONS + len(ANOMALY_TYPES) * cases,
+                         "replication_factor": 1}}
+    config = {"events": layout.events, "anomalies": cases, "rounds": layout.rounds,
+              "epoch_rounds": layout.epoch, "rebalances": layout.rebalances,
+              "injected_partitions": f"{sh.PARTITIONS}-{sh.PARTITIONS + len(ANOMALY_TYPES) * cases - 1}"}
+    (out / "test.json").write_text(json.dumps({
+        "schema_version": 1, "name": "checker-scale", "seed": seed,
+        "start_wall_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "nodes": [],
+        "topics": topics, "groups": [f"kchaos-g{g}" for g in range(sh.GROUPS)],
+        "config": config, "sut": {"kind": "synthetic", "version": "1",
+                                  "bugs": list(ANOMALY_TYPES) if cases else []}}, indent=2) + "\n")
+    shutil.rmtree(out / ".injected")
+    (out / MANIFEST).write_text(json.dumps({"events": events, "anomalies": cases, "seed": seed,
+                                            "jsonl": jsonl, "layout": config}) + "\n")
+    return layout
+
+
+def _materialized(frame: DataFrame, path: Path) -> DataFrame:
+    """Write a small frame and read it back: the injected operations are
+    built once, not in each plan that uses them."""
+    with sh.interpreted(frame.sparkSession):
+        frame.write.mode("overwrite").parquet(path.resolve().as_uri())
+    return frame.sparkSession.read.parquet(path.resolve().as_uri())
+
+
+def reusable(out: Path, events: int, cases: int, seed: int, jsonl: bool) -> bool:
+    try:
+        made = json.loads((out / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return False
+    have = (out / "history.jsonl").is_file() if jsonl else (out / "history").is_dir()
+    return have and (made["events"], made["anomalies"], made["seed"]) == (events, cases, seed) \
+        and (made["jsonl"] or not jsonl)
+
+
+# --- measuring ---------------------------------------------------------------------
+
+def _proc_kib(pid: int, field: str = "VmHWM") -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _reset_peak(pid: int) -> None:
+    """Linux: writing 5 to clear_refs resets VmHWM to the current RSS."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def jvm_pid() -> int | None:
+    """The java process among this process's descendants (py4j's gateway)."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:]
+            parents[int(entry.name)] = (int(rest.split()[1]), comm)
+    mine, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {p for p, (ppid, _) in parents.items() if ppid in frontier} - mine
+        mine |= frontier
+    java = sorted(p for p in mine if parents[p][1] == "java")
+    return java[0] if java else None
+
+
+def measure(name: str, events: int, pids: dict, fn):
+    for pid in pids.values():
+        if pid:
+            _reset_peak(pid)
+    start = time.perf_counter()
+    result = fn()
+    seconds = time.perf_counter() - start
+    figures = {"seconds": round(seconds, 2), "events_per_second": round(events / seconds),
+               **{f"peak_rss_mib_{who}": round((_proc_kib(pid) or 0) / 1024)
+                  for who, pid in pids.items() if pid}}
+    print(f"{name:>6}: {events:,} events in {seconds:.1f} s = {events / seconds:,.0f} events/s; "
+          f"peak RSS " + ", ".join(f"{who} {figures[f'peak_rss_mib_{who}']:,} MiB"
+                                  for who, pid in pids.items() if pid), flush=True)
+    return result, figures
+
+
+def compare(result, cases: int) -> tuple[list[dict], list[str]]:
+    """Per type: cases expected, found, and found on the type's own injected
+    partitions (one each: case c of type t is partition 64 + tK + c); and the
+    types found that were not injected."""
+    rows = []
+    for t, name in enumerate(ANOMALY_TYPES):
+        first = sh.PARTITIONS + t * cases
+        where = {case.get("partition") for case in result.anomalies.get(name, [])}
+        rows.append({"type": name, "expected": cases, "found": result.counts.get(name, 0),
+                     "on_own_partitions": len(where & set(range(first, first + cases)))})
+    extra = sorted(t for t, n in result.counts.items()
+                   if n and (t not in ANOMALY_TYPES or not cases))
+    return rows, extra
+
+
+# --- the command -----------------------------------------------------------------------
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=100_000, help="history events, about")
+    parser.add_argument("--anomalies", type=int, default=3, help="cases injected per type")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--jsonl", action="store_true",
+                        help="write history.jsonl and time its ingest")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="run directory (default store/checker-scale-N<events>-K<k>-S<seed>)")
+    parser.add_argument("--reuse", action="store_true",
+                        help="keep OUT's history if it was generated with the same arguments")
+    parser.add_argument("--spark-conf", action="extend", nargs="+", default=[],
+                        metavar="KEY=VALUE",
+                        help="a Spark setting (repeatable); default spark.driver.memory=8g")
+    args = parser.parse_args()
+    if args.events < 1 or args.anomalies < 0:
+        parser.error("--events must be positive and --anomalies not negative")
+    out = args.out or Path(f"store/checker-scale-N{args.events}-K{args.anomalies}-S{args.seed}")
+    conf = {"spark.driver.memory": "8g", **parse_conf(args.spark_conf)}
+    spark = spark_session(conf=conf, scratch_dir=out / ".spark")
+    pids = {"python": os.getpid(), "jvm": jvm_pid()}
+
+    if args.reuse and reusable(out, args.events, args.anomalies, args.seed, args.jsonl):
+        layout = json.loads((out / MANIFEST).read_text())["layout"]
+        events = layout["events"]
+        print(f"reusing {out}: {events:,} events")
+    else:
+        start = time.perf_counter()
+        layout = generate(spark, out, args.events, args.anomalies, args.seed, args.jsonl)
+        events = layout.events
+        print(f"generated {out}{'/history.jsonl' if args.jsonl else '/history'}: {events:,} "
+              f"events ({layout.rounds} rounds, a rebalance every {layout.epoch}), "
+              f"{args.anomalies} case(s) of each of {len(ANOMALY_TYPES)} types, in "
+              f"{time.perf_counter() - start:.1f} s", flush=True)
+
+    figures = {"events": events, "anomalies": args.anomalies, "seed": args.seed,
+               "spark_driver_memory": spark.conf.get("spark.driver.memory"),
+               "jvm_max_heap_mib": round(spark.sparkContext._jvm.java.lang.Runtime.getRuntime()
+                                         .maxMemory() / 2**20)}
+    if args.jsonl:
+        _, figures["ingest"] = measure("ingest", events, pids, lambda: ingest(spark, out))
+    rows = {t: spark.read.parquet((out / "history" / t).resolve().as_uri()).count()
+            for t in ("sends", "reads")}
+    figures["rows"] = rows
+    print(f"tables: {rows['sends']:,} records sent, {rows['reads']:,} read")
+
+    def check():
+        history = History.open(spark, out / "history")
+        try:
+            # Every case among the examples, to see where each was found.
+            return check_history(spark, history, CheckOptions(
+                max_examples=max(32, args.anomalies)))
+        finally:
+            history.release()
+
+    suite, figures["check"] = measure("check", events, pids, check)
+    by_family = suite.result.stats["seconds_by_family"]
+    figures["check"]["seconds_by_family"] = by_family
+    print("        by family: " + ", ".join(f"{n} {s:.1f} s" for n, s in by_family.items()))
+    write_results(out, suite)
+    print(f"JVM heap: spark.driver.memory={figures['spark_driver_memory']} "
+          f"(max heap {figures['jvm_max_heap_mib']:,} MiB)")
+
+    result = suite.result
+    table, extra = compare(result, args.anomalies)
+    matches = lambda r: r["expected"] == r["found"] == r["on_own_partitions"]  # noqa: E731
+    exact = all(map(matches, table)) and not extra and not result.errors and not result.unknown
+    print(f"\n{'anomaly':<24}{'expected':>9}{'found':>7}{'where injected':>16}")
+    for r in table:
+        mark = "" if matches(r) else "   <-- mismatch"
+        print(f"{r['type']:<24}{r['expected']:>9}{r['found']:>7}{r['on_own_partitions']:>16}{mark}")
+    for t in extra:
+        print(f"{t:<24}{0:>9}{result.counts[t]:>7}   <-- not injected")
+    for e in result.errors:
+        print(f"checker {e['checker']} failed: {e['error']}")
+    for t, u in result.unknown.items():
+        print(f"undecided {t}: {json.dumps(u, default=str)[:300]}")
+    for r in table:
+        if not matches(r) and result.anomalies.get(r["type"]):
+            print(f"example {r['type']}: {json.dumps(result.anomalies[r['type']][0], default=str)}")
+    for t in extra:
+        print(f"example {t}: {json.dumps(result.anomalies[t][0], default=str)}")
+    print(f"\n{'EXACT: found exactly the injected anomalies' if exact else 'MISMATCH'} "
+          f"(valid={suite.valid}); results in {out / 'results.json'}")
+    figures.update(exact=exact, anomalies_found=dict(result.counts), extra_types=extra)
+    (out / "benchmark.json").write_text(json.dumps(figures, indent=2) + "\n")
+    return 0 if exact else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""What a checker returns, and how verdicts merge (false > unknown > true).
+
+A checker reports anomalies by type (a count and up to `max_examples` cases,
+each a JSON object with `type`, where it happened, the offsets and values,
+and `evidence`: the history indexes of the operations that prove it), things
+it could not decide (`unknown`), and statistics. Whether a type makes the run
+invalid is decided once, by `verdict`, from the options' allowed types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+import json
+from functools import reduce
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+UNKNOWN = "unknown"
+Verdict = Union[bool, str]
+
+# ANOMALIES.md's catalogue (without the transactional G0/G1c family).
+ANOMALY_TYPES = (
+    "lost-write", "unseen", "duplicate", "inconsistent-offsets", "garbage-read",
+    "aborted-read", "nonmonotonic-send", "int-nonmonotonic-send", "int-send-skip",
+    "nonmonotonic-poll", "poll-skip", "int-nonmonotonic-poll", "int-poll-skip",
+    "stale-committed-offset", "group-lost", "resume-skip", "resume-rewind",
+)
+
+# ANOMALIES.md: reported, but normal for Kafka.
+ALLOWED_BY_DEFAULT = frozenset({"int-send-skip", "resume-rewind"})
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    max_examples: int = 32
+    allowed: frozenset[str] = ALLOWED_BY_DEFAULT
+
+
+@dataclass
+class CheckResult:
+    counts: dict[str, int] = field(default_factory=dict)
+    anomalies: dict[str, list[dict]] = field(default_factory=dict)  # examples, capped
+    unknown: dict[str, dict] = field(default_factory=dict)  # type -> {"count", "reason", ...}
+    errors: list[dict] = field(default_factory=list)  # {"checker", "error"}
+    stats: dict = field(default_factory=dict)
+
+    def add(self, type_: str, count: int, examples: list[dict]) -> None:
+        if count:
+            self.counts[type_] = self.counts.get(type_, 0) + count
+            self.anomalies.setdefault(type_, []).extend(examples)
+
+    def merge(self, other: "CheckResult", max_examples: int) -> None:
+        for type_, count in other.counts.items():
+            self.add(type_, count, other.anomalies.get(type_, []))
+            self.anomalies[type_] = self.anomalies[type_][:max_examples]
+        self.unknown.update(other.unknown)
+        self.errors.extend(other.errors)
+        self.stats.update(other.stats)
+
+    def verdict(self, allowed: frozenset[str]) -> Verdict:
+        if any(n and t not in allowed for t, n in self.counts.items()):
+            return False
+        if self.unknown or self.errors:
+            return UNKNOWN
+        return True
+
+
+def merge_verdicts(verdicts) -> Verdict:
+    """false > unknown > true."""
+    verdicts = list(verdicts)
+    if False in verdicts:
+        return False
+    if UNKNOWN in verdicts:
+        return UNKNOWN
+    return True
+
+
+def report(result: CheckResult, options: CheckOptions, cases: dict[str, DataFrame]) -> None:
+    """Count the cases of several anomaly types and keep the first examples,
+    in one Spark job.
+
+    `cases` maps a type to a frame with one row per case; its columns become
+    the case's fields (an `evidence` array of history indexes among them).
+    Only the examples reach the driver, chosen in a fixed order (by their
+    JSON text) so the same history always shows the same examples.
+    """
+    if not cases:
+        return
+    as_json = [frame.select(F.lit(type_).alias("type"),
+                            F.to_json(F.struct(*frame.columns),
+                                      {"ignoreNullFields": "false"}).alias("case"))
+               for type_, frame in cases.items()]
+    every = reduce(DataFrame.unionByName, as_json)
+    by_type = Window.partitionBy("type")
+    kept = every.withColumn("count", F.count("*").over(by_type)) \
+        .withColumn("rank", F.row_number().over(by_type.orderBy("case"))) \
+        .where(F.col("rank") <= max(options.max_examples, 1)) \
+        .select("type", "count", "case").collect()
+    examples: dict[str, list[dict]] = {}
+    counts: dict[str, int] = {}
+    for row in kept:
+        counts[row["type"]] = row["count"]
+        if options.max_examples:
+            examples.setdefault(row["type"], []).append(
+                {"type": row["type"], **json.loads(row["case"])})
+    for type_ in cases:
+        result.add(type_, counts.get(type_, 0), examples.get(type_, []))

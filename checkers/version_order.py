@@ -1,0 +1,109 @@
+"""The version order of each partition, and where each sent value landed.
+
+ANOMALIES.md: a partition's version order maps offset → values, from
+acknowledged sends (`ok` with an offset) and from every record any poll read,
+whatever the poll's completion type (a broker must never return a record that
+is not in its log). Gaps in offsets are legal (transaction markers,
+compaction), so skips are judged on the *dense* order: the rank of an offset
+among the offsets that hold values. Everything is sized by records, never by
+the largest offset.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from checkers.history import History
+from checkers.result import CheckOptions, CheckResult
+
+PARTITION = ("topic", "partition")
+
+
+def observations(history: History) -> DataFrame:
+    """Every (topic, partition, offset, value) seen, with the op that saw it:
+    `source` is `send` (an ok acknowledgement) or `read` (any poll)."""
+    def build(h: History) -> DataFrame:
+        acked = h["sends"].where((F.col("type") == "ok") & F.col("offset").isNotNull()) \
+            .select(*PARTITION, "offset", "value", "op_index", "process",
+                    F.lit("send").alias("source"))
+        read = h["reads"].where(F.col("value").isNotNull()) \
+            .select(*PARTITION, "offset", "value", "op_index", "process",
+                    F.lit("read").alias("source"))
+        return acked.unionByName(read)
+    return history.derived("observations", build)
+
+
+def records(history: History) -> DataFrame:
+    """The version order: distinct (topic, partition, offset, value)."""
+    return history.derived("version_order", lambda h: observations(h).select(
+        *PARTITION, "offset", "value").distinct())
+
+
+def dense_offsets(history: History) -> DataFrame:
+    """(topic, partition, offset, dense): `dense` is 0, 1, 2, … over the
+    offsets of the partition that hold at least one value."""
+    def build(h: History) -> DataFrame:
+        offsets = records(h).select(*PARTITION, "offset").distinct()
+        by_offset = Window.partitionBy(*PARTITION).orderBy("offset")
+        return offsets.withColumn("dense", F.row_number().over(by_offset) - 1)
+    return history.derived("dense_offsets", build)
+
+
+def read_values(history: History) -> DataFrame:
+    """Per (topic, partition, value) read by anyone: the lowest offset it was
+    read at, whether an `ok` poll read it, and one ok read's op index."""
+    def build(h: History) -> DataFrame:
+        return h["reads"].where(F.col("value").isNotNull()).groupBy(*PARTITION, "value").agg(
+            F.min("offset").alias("read_offset"),
+            F.max(F.col("type") == "ok").alias("read_ok"),
+            F.min(F.when(F.col("type") == "ok", F.col("op_index"))).alias("ok_read_index"),
+        )
+    return history.derived("read_values", build)
+
+
+def sent(history: History) -> DataFrame:
+    """Every record sent, with what became of it.
+
+    Columns of the `sends` table plus `read` (anyone read it), `read_ok` (an
+    ok poll read it), `ok_read_index`, `must_have_happened` (ok, or read:
+    ANOMALIES.md) and `position`: the acknowledged offset, else the lowest
+    offset it was read at in its partition, else null.
+    """
+    def build(h: History) -> DataFrame:
+        joined = h["sends"].join(read_values(h), on=[*PARTITION, "value"], how="left")
+        read = F.col("read_offset").isNotNull()
+        return joined.select(
+            "op_index", "process", "type", "pos", *PARTITION, "value", "offset",
+            "invoke_time", "time",
+            read.alias("read"),
+            F.coalesce("read_ok", F.lit(False)).alias("read_ok"),
+            "ok_read_index",
+            ((F.col("type") == "ok") | read).alias("must_have_happened"),
+            F.coalesce(F.when(F.col("type") == "ok", F.col("offset")),
+                       F.col("read_offset")).alias("position"),
+        )
+    return history.derived("sent", build)
+
+
+def check(spark: SparkSession, tables: History, options: CheckOptions) -> CheckResult:
+    """No anomalies of its own: statistics of the version order."""
+    offsets = dense_offsets(tables)
+    row = offsets.agg(F.countDistinct(*PARTITION).alias("partitions"),
+                      F.count("*").alias("offsets"),
+                      F.max("dense").alias("longest")).first()
+    return CheckResult(stats={"version_order": {
+        "partitions": row["partitions"], "offsets_with_values": row["offsets"],
+        "longest_partition": (row["longest"] or -1) + 1}})
+
+
+def with_dense(history: History, pairs: DataFrame, earlier: str, later: str) -> DataFrame:
+    """Add `prev_dense` and `dense`, the dense ranks of the offsets in columns
+    `earlier` and `later` of each (topic, partition) pair row — to judge a
+    skip: dense - prev_dense > 1 means values lie strictly between."""
+    dense = dense_offsets(history)
+    return pairs \
+        .join(dense.select(*PARTITION, F.col("offset").alias(earlier),
+                           F.col("dense").alias("prev_dense")), on=[*PARTITION, earlier]) \
+        .join(dense.select(*PARTITION, F.col("offset").alias(later), "dense"),
+              on=[*PARTITION, later])

@@ -1,0 +1,47 @@
+"""Checking a run directory: ingest when the tables are stale, run the
+checker suite, write `results.json`.
+
+Tables are stale when `history/_ingest.json` is missing or names another
+size or mtime of `history.jsonl` than the file has now. A run directory with
+tables but no `history.jsonl` (written by another tool) is checked as is.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from checkers.history import History
+from checkers.result import CheckOptions
+from checkers.suite import SuiteResult, check_history, write_results
+from history_analysis.ingest import HISTORY_FILE, TABLES_DIR, IngestError, ingest, read_manifest
+
+
+def tables_are_stale(run_dir: Path) -> bool:
+    source = run_dir / HISTORY_FILE
+    if not source.is_file():
+        return False
+    manifest = read_manifest(run_dir)
+    if manifest is None:
+        return True
+    stat = source.stat()
+    return (manifest.get("source_size"), manifest.get("source_mtime_ns")) != (
+        stat.st_size, stat.st_mtime_ns)
+
+
+def check_run(spark, run_dir: str | os.PathLike, options: CheckOptions) -> SuiteResult:
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise IngestError(f"{run_dir}: no such run directory")
+    if not (run_dir / HISTORY_FILE).is_file() and not (run_dir / TABLES_DIR).is_dir():
+        raise IngestError(f"{run_dir}: neither {HISTORY_FILE} nor {TABLES_DIR}/ is here; "
+                          "a run directory holds the history a run wrote (HISTORY.md)")
+    if tables_are_stale(run_dir):
+        ingest(spark, run_dir)
+    history = History.open(spark, run_dir / TABLES_DIR)
+    try:
+        suite = check_history(spark, history, options)
+    finally:
+        history.release()
+    write_results(run_dir, suite)
+    return suite

@@ -1,0 +1,115 @@
+"""Checker tests: hand-written histories → tables → one checker's result.
+
+`history(...)` builds events from compact operations; `run_checker` writes
+them as history.jsonl (index and time filled in file order, 10 ns apart),
+ingests with the shared Spark session and runs a checker.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from checkers.history import History
+from checkers.result import CheckOptions
+from history_analysis.ingest import ingest
+
+pytestmark = pytest.mark.spark
+
+
+def write_events(run_dir, events) -> None:
+    """events: dicts with process, type, f, value (and optional error/phase)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / "history.jsonl", "w") as out:
+        for i, event in enumerate(events):
+            out.write(json.dumps({"index": i, "time": 10 * i, **event}) + "\n")
+
+
+class Ops:
+    """Builds a history one operation at a time: each call appends the
+    invocation and completion of one op (completion right after, unless
+    `pending=True`, which leaves it to `complete`)."""
+
+    def __init__(self):
+        self.events: list[dict] = []
+        self._pending: dict[int, dict] = {}
+        self.last = -1  # history index of the last event appended
+
+    def _append(self, event: dict) -> None:
+        self.events.append(event)
+        self.last = len(self.events) - 1
+
+    def op(self, process, f, asked, done=None, type="ok", pending=False, **extra):
+        self._append({"process": process, "type": "invoke", "f": f, "value": asked,
+                      **({"phase": extra["phase"]} if "phase" in extra else {})})
+        completion = {"process": process, "type": type, "f": f,
+                      "value": asked if done is None else done, **extra}
+        if pending:
+            self._pending[process] = completion
+        else:
+            self._append(completion)
+        return self
+
+    def complete(self, process):
+        self._append(self._pending.pop(process))
+        return self
+
+    # Shorthands for the common operations.
+    def send(self, process, topic, partition, *values, offsets=None, type="ok", **kw):
+        offsets = offsets if offsets is not None else [None] * len(values)
+        asked = [{"topic": topic, "partition": partition, "value": v, "offset": None}
+                 for v in values]
+        done = [dict(s, offset=o) for s, o in zip(asked, offsets)]
+        return self.op(process, "send", {"sends": asked}, {"sends": done}, type=type, **kw)
+
+    def poll(self, process, *reads, rebalances=(), type="ok", **kw):
+        """reads: (topic, partition, offset, value) tuples."""
+        done = {"reads": [{"topic": t, "partition": p, "offset": o, "value": v}
+                          for t, p, o, v in reads], "rebalances": list(rebalances)}
+        return self.op(process, "poll", {}, done, type=type, **kw)
+
+    def assign(self, process, *partitions, seek_to_beginning=False, **kw):
+        asked = {"partitions": [{"topic": t, "partition": p} for t, p in partitions],
+                 "seek_to_beginning": seek_to_beginning}
+        return self.op(process, "assign", asked, **kw)
+
+    def subscribe(self, process, group, *topics, **kw):
+        return self.op(process, "subscribe", {"group": group, "topics": list(topics)}, **kw)
+
+    def commit(self, process, group, topic, partition, offset, **kw):
+        asked = {"group": group, "offsets": [{"topic": topic, "partition": partition,
+                                              "offset": offset}]}
+        return self.op(process, "commit", asked, **kw)
+
+    def committed(self, process, group, topic, partition, offset, **kw):
+        asked = {"group": group, "partitions": [{"topic": topic, "partition": partition}]}
+        done = {"group": group, "offsets": [{"topic": topic, "partition": partition,
+                                             "offset": offset}]}
+        return self.op(process, "committed", asked, done, **kw)
+
+    def end_offsets(self, process, *ends, **kw):
+        """ends: (topic, partition, offset)."""
+        asked = {"partitions": [{"topic": t, "partition": p} for t, p, _ in ends]}
+        done = {"offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in ends]}
+        return self.op(process, "end-offsets", asked, done, phase="final", **kw)
+
+
+_runs = itertools.count()
+
+
+@pytest.fixture
+def run_checker(spark, tmp_path):
+    """run_checker(check, ops_or_events, **options) -> CheckResult."""
+    def run(check, ops, **options):
+        events = ops.events if isinstance(ops, Ops) else ops
+        run_dir = tmp_path / f"run{next(_runs)}"
+        write_events(run_dir, events)
+        ingest(spark, run_dir)
+        history = History.open(spark, run_dir / "history")
+        try:
+            return check(spark, history, CheckOptions(**options))
+        finally:
+            history.release()
+    return run
