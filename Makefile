@@ -31,7 +31,9 @@ system-deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; \
 	fi
 
-$(STAMP): pyproject.toml | system-deps
+# Re-install when the packaging or the set of packages changes (the editable
+# install maps the packages that existed when it ran).
+$(STAMP): pyproject.toml $(wildcard */__init__.py) | system-deps
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
