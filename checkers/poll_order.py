@@ -26,12 +26,17 @@ Choices where ANOMALIES.md is silent:
 
 from __future__ import annotations
 
+from functools import partial
+
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from checkers.history import History
 from checkers.result import CheckOptions, CheckResult, report
-from checkers.version_order import PARTITION, dense_offsets, with_dense
+from checkers.version_order import PARTITION, dense_offsets, pair_cases, with_dense
+
+# The records compared are at `prev_offset` then `offset`.
+_cases = partial(pair_cases, earlier="prev_offset", later="offset")
 
 CHAIN = (*PARTITION, "process")
 
@@ -101,13 +106,3 @@ def _suspect_pairs(history: History) -> DataFrame:
     # Subtraction, not `prev + 1`: no overflow for offsets near 2**63.
     jump = F.col("offset") - F.col("prev_offset") > 1
     return pairs.where((F.col("offset") <= F.col("prev_offset")) | jump)
-
-
-def _cases(pairs: DataFrame, internal: bool = False) -> DataFrame:
-    evidence = F.array("op_index") if internal else F.array("prev_op_index", "op_index")
-    return pairs.select(
-        *PARTITION, "process",
-        F.array("prev_offset", "offset").alias("offsets"),
-        F.array("prev_value", "value").alias("values"),
-        evidence.alias("evidence"),
-    )

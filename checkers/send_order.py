@@ -23,12 +23,17 @@ Choices where ANOMALIES.md is silent:
 
 from __future__ import annotations
 
+from functools import partial
+
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from checkers.history import History
 from checkers.result import CheckOptions, CheckResult, report
-from checkers.version_order import PARTITION, sent, with_dense
+from checkers.version_order import PARTITION, pair_cases, sent, with_dense
+
+# The records compared are at `prev_position` then `position`.
+_cases = partial(pair_cases, earlier="prev_position", later="position")
 
 
 def check(spark: SparkSession, tables: History, options: CheckOptions) -> CheckResult:
@@ -69,13 +74,3 @@ def _suspect_pairs(history: History) -> DataFrame:
     jump = (F.col("op_index") == F.col("prev_op_index")) \
         & (F.col("position") - F.col("prev_position") > 1)
     return pairs.where((F.col("position") < F.col("prev_position")) | jump)
-
-
-def _cases(pairs: DataFrame, internal: bool = False) -> DataFrame:
-    evidence = F.array("op_index") if internal else F.array("prev_op_index", "op_index")
-    return pairs.select(
-        *PARTITION, "process",
-        F.array("prev_value", "value").alias("values"),
-        F.array("prev_position", "position").alias("offsets"),
-        evidence.alias("evidence"),
-    )

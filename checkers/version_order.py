@@ -107,3 +107,16 @@ def with_dense(history: History, pairs: DataFrame, earlier: str, later: str) -> 
                            F.col("dense").alias("prev_dense")), on=[*PARTITION, earlier]) \
         .join(dense.select(*PARTITION, F.col("offset").alias(later), "dense"),
               on=[*PARTITION, later])
+
+
+def pair_cases(pairs: DataFrame, earlier: str, later: str, internal: bool = False) -> DataFrame:
+    """Cases of an order anomaly between two consecutive records of one
+    process and partition: `offsets`, `values`, and `evidence` — both ops, or
+    the one op once when it is `internal` (both records in one operation)."""
+    evidence = F.array("op_index") if internal else F.array("prev_op_index", "op_index")
+    return pairs.select(
+        *PARTITION, "process",
+        F.array(earlier, later).alias("offsets"),
+        F.array("prev_value", "value").alias("values"),
+        evidence.alias("evidence"),
+    )
