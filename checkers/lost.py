@@ -120,13 +120,12 @@ def _unseen_series(history: History) -> list[list[int]]:
     time bucket: +1 when a send is acknowledged, -1 when an ok poll first
     reads it (never before its acknowledgement)."""
     acked = sent(history).where(F.col("type") == "ok")
-    first_read_time = history["ops"].select(F.col("index").alias("ok_read_index"),
-                                            F.col("time").alias("read_time"))
-    deltas = acked.join(first_read_time, "ok_read_index", "left").select(
+    deltas = acked.select(
         F.explode(F.array(
             F.struct(F.col("time").alias("t"), F.lit(1).alias("d")),
-            F.struct(F.when(F.col("read_time").isNotNull(), F.greatest("time", "read_time"))
-                     .alias("t"), F.lit(-1).alias("d")),
+            F.struct(F.when(F.col("ok_read_time").isNotNull(),
+                            F.greatest("time", "ok_read_time")).alias("t"),
+                     F.lit(-1).alias("d")),
         )).alias("e")).where(F.col("e.t").isNotNull()).select("e.*").persist()
     try:
         bounds = deltas.agg(F.min("t").alias("lo"), F.max("t").alias("hi")).first()

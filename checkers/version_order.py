@@ -44,20 +44,22 @@ def dense_offsets(history: History) -> DataFrame:
     """(topic, partition, offset, dense): `dense` is 0, 1, 2, … over the
     offsets of the partition that hold at least one value."""
     def build(h: History) -> DataFrame:
-        offsets = records(h).select(*PARTITION, "offset").distinct()
+        # dense_rank, then distinct: the window's (topic, partition)
+        # partitioning already clusters the distinct, so one shuffle, not two.
         by_offset = Window.partitionBy(*PARTITION).orderBy("offset")
-        return offsets.withColumn("dense", F.row_number().over(by_offset) - 1)
+        return records(h).select(*PARTITION, "offset",
+                                 (F.dense_rank().over(by_offset) - 1).alias("dense")).distinct()
     return history.derived("dense_offsets", build)
 
 
 def read_values(history: History) -> DataFrame:
     """Per (topic, partition, value) read by anyone: the lowest offset it was
-    read at, whether an `ok` poll read it, and one ok read's op index."""
+    read at, and when an `ok` poll first read it (its completion time)."""
     def build(h: History) -> DataFrame:
         return h["reads"].where(F.col("value").isNotNull()).groupBy(*PARTITION, "value").agg(
             F.min("offset").alias("read_offset"),
-            F.max(F.col("type") == "ok").alias("read_ok"),
-            F.min(F.when(F.col("type") == "ok", F.col("op_index"))).alias("ok_read_index"),
+            # Null when no ok poll read it.
+            F.min(F.when(F.col("type") == "ok", F.col("time"))).alias("ok_read_time"),
         )
     return history.derived("read_values", build)
 
@@ -66,7 +68,7 @@ def sent(history: History) -> DataFrame:
     """Every record sent, with what became of it.
 
     Columns of the `sends` table plus `read` (anyone read it), `read_ok` (an
-    ok poll read it), `ok_read_index`, `must_have_happened` (ok, or read:
+    ok poll read it), `ok_read_time`, `must_have_happened` (ok, or read:
     ANOMALIES.md) and `position`: the acknowledged offset, else the lowest
     offset it was read at in its partition, else null.
     """
@@ -77,8 +79,8 @@ def sent(history: History) -> DataFrame:
             "op_index", "process", "type", "pos", *PARTITION, "value", "offset",
             "invoke_time", "time",
             read.alias("read"),
-            F.coalesce("read_ok", F.lit(False)).alias("read_ok"),
-            "ok_read_index",
+            F.col("ok_read_time").isNotNull().alias("read_ok"),
+            "ok_read_time",
             ((F.col("type") == "ok") | read).alias("must_have_happened"),
             F.coalesce(F.when(F.col("type") == "ok", F.col("offset")),
                        F.col("read_offset")).alias("position"),
