@@ -154,6 +154,21 @@ def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_exampl
         sys.exit(EXIT_UNKNOWN)
 
 
+@cli.command("broker", context_settings={"ignore_unknown_options": True,
+                                         "allow_extra_args": True, "help_option_names": []},
+             add_help_option=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def broker_command(args: tuple[str, ...]) -> None:
+    """Run one reference broker node (the same options as
+    `python -m reference_broker`; --help lists them)."""
+    from reference_broker.main import main as broker_main
+    try:
+        code = broker_main(list(args), prog="kchaos broker")
+    except SystemExit as e:  # argparse: usage errors are kchaos's bad input
+        code = EXIT_BAD_INPUT if e.code == 2 else e.code
+    sys.exit(code)
+
+
 def _verdict_line(suite) -> str:
     result, allowed = suite.result, suite.options.allowed
     found = ", ".join(f"{t} {n}" + (" (allowed)" if t in allowed else "")

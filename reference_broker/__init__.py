@@ -1,0 +1,9 @@
+"""The kchaos reference broker: a Kafka-protocol broker small enough to read
+and exact enough to test clients and the harness against (BROKER.md).
+
+Layers, each testable without a socket: `protocol/` (bytes ⇄ kio entities,
+one adapter per API), `broker` and `partition` (semantic operations),
+`log/` (segments, index, recovery), `producer_state` (idempotence),
+`group/` (the classic group coordinator) over `offsets_topic`.
+Imports only kio and the standard library: it ships alone in the node image.
+"""

@@ -1,0 +1,109 @@
+"""Bytes ⇄ typed Kafka frames, with no I/O.
+
+A Kafka request on the wire is a 4-byte big-endian size, then a request
+header and a body whose layout depends on the api key and version in the
+header's first four bytes. Header and body are decoded by kio; the header
+version follows from the request schema (flexible versions use header v2,
+KIP-482). Responses are framed the same way, with response header v0 or v1
+— except ApiVersions, always answered with header v0 so a client that does
+not yet know our versions can read it (KIP-511).
+
+Anything that cannot be decoded raises `FrameError`; the connection that
+sent it is closed by the server, the broker keeps running.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.serial import entity_reader, entity_writer
+from kio.serial.errors import SerialError
+
+API_VERSIONS_KEY = 18
+
+_SIZE = struct.Struct(">i")
+_KEY_VERSION = struct.Struct(">hh")
+_KEY_VERSION_CORRELATION = struct.Struct(">hhi")
+
+
+class FrameError(ValueError):
+    """A frame that cannot be read: the connection must be closed."""
+
+
+@dataclass(frozen=True)
+class UnsupportedRequest:
+    """A well-framed request whose api key or version we cannot decode.
+
+    Only ApiVersions gets an answer (KIP-511: in the v0 format, so the client
+    can step down); any other is a protocol violation."""
+    api_key: int
+    api_version: int
+    correlation_id: int
+
+
+def take_frames(buffer: bytearray, max_request_bytes: int) -> list[bytes]:
+    """Remove and return every complete frame body at the start of `buffer`.
+
+    A size above `max_request_bytes` (Kafka's socket.request.max.bytes) or
+    below the smallest header is rejected before any of it is buffered.
+    """
+    frames = []
+    start = 0
+    while len(buffer) - start >= 4:
+        (size,) = _SIZE.unpack_from(buffer, start)
+        if size < _KEY_VERSION_CORRELATION.size or size > max_request_bytes:
+            raise FrameError(f"request size {size} outside [{_KEY_VERSION_CORRELATION.size}, "
+                             f"{max_request_bytes}] (socket.request.max.bytes)")
+        if len(buffer) - start - 4 < size:
+            break
+        frames.append(bytes(buffer[start + 4:start + 4 + size]))
+        start += 4 + size
+    del buffer[:start]
+    return frames
+
+
+def decode_request(frame: bytes) -> tuple[Any, Any] | UnsupportedRequest:
+    """(header, request) entities of one frame body, or UnsupportedRequest."""
+    api_key, api_version, correlation_id = _KEY_VERSION_CORRELATION.unpack_from(frame)
+    try:
+        schema = load_request_schema(api_key, api_version)
+    except (UnknownAPIKey, UnknownEntity):
+        return UnsupportedRequest(api_key, api_version, correlation_id)
+    try:
+        header, used = entity_reader(schema.__header_schema__)(frame, 0)
+        request, body = entity_reader(schema)(frame, used)
+    except (SerialError, ValueError, IndexError, OverflowError, KeyError) as e:
+        # KeyError: kio's reader for a tagged field tag it does not know
+        # (Kafka would skip it; kio cannot, so the frame is undecodable here).
+        raise FrameError(f"api key {api_key} v{api_version} correlation id {correlation_id}: "
+                         f"cannot decode: {type(e).__name__}: {e}") from e
+    if used + body != len(frame):
+        raise FrameError(f"api key {api_key} v{api_version} correlation id {correlation_id}: "
+                         f"{len(frame) - used - body} trailing bytes after the request")
+    return header, request
+
+
+def encode_response(correlation_id: int, response: Any) -> bytes:
+    """A size-prefixed response frame."""
+    buffer = io.BytesIO()
+    buffer.write(b"\0\0\0\0")
+    header_schema = ResponseHeaderV0 if response.__api_key__ == API_VERSIONS_KEY \
+        else response.__header_schema__
+    entity_writer(header_schema)(buffer, header_schema(correlation_id=correlation_id))
+    entity_writer(type(response))(buffer, response)
+    frame = buffer.getbuffer()
+    _SIZE.pack_into(frame, 0, len(frame) - 4)
+    data = bytes(frame)
+    del frame
+    return data
+
+
+def request_key(frame: bytes) -> tuple[int, int]:
+    """(api key, api version) of a frame, for log lines about frames that
+    could not be decoded."""
+    return _KEY_VERSION.unpack_from(frame)

@@ -1,0 +1,45 @@
+"""ListOffsets: earliest (-2), latest (-1: the high watermark, or the last
+stable offset under read_committed) or the first offset at or after a
+timestamp."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from reference_broker.protocol.shapes import Shapes
+
+LATEST, EARLIEST = -1, -2
+READ_COMMITTED = 1
+
+
+async def handle(broker, header, request):
+    shape = Shapes(request)
+    topics = []
+    for topic in request.topics:
+        answers = []
+        for want in topic.partitions:
+            error, timestamp, offset, epoch = ErrorCode.none, -1, -1, -1
+            partition = broker.partition(topic.name, want.partition_index)
+            if partition is None:
+                error = ErrorCode.unknown_topic_or_partition
+            else:
+                error = partition.check_epoch(getattr(want, "current_leader_epoch", -1))
+            if error == ErrorCode.none:
+                epoch = partition.leader_epoch
+                if want.timestamp == LATEST:
+                    offset = partition.last_stable_offset \
+                        if getattr(request, "isolation_level", 0) == READ_COMMITTED \
+                        else partition.high_watermark
+                elif want.timestamp == EARLIEST:
+                    offset = partition.log.log_start_offset
+                elif want.timestamp < 0:
+                    error = ErrorCode.invalid_request
+                else:
+                    found = partition.log.offset_for_timestamp(want.timestamp)
+                    if found is not None and found[0] < partition.high_watermark:
+                        offset, timestamp = found
+            answers.append(shape("ListOffsetsPartitionResponse", partition_index=want.partition_index,
+                                 error_code=error, timestamp=timestamp, offset=offset,
+                                 leader_epoch=epoch))
+        topics.append(shape("ListOffsetsTopicResponse", name=topic.name, partitions=tuple(answers)))
+    return shape("ListOffsetsResponse", topics=tuple(topics))

@@ -1,0 +1,144 @@
+"""Request entities for the protocol tests, any version: kio has one
+dataclass per API, version and nesting level; `_Shape` keeps only the
+fields the asked-for version has (the request-side twin of the broker's
+`protocol/shapes.py`), so one builder serves every version of its API."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from datetime import timedelta
+
+from kio.index import load_payload_module
+from kio.static.constants import EntityType
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
+OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP = 8, 9, 10, 11, 14
+API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS = 18, 19, 20
+INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 22, 23
+
+LATEST, EARLIEST = -1, -2
+
+
+class _Shape:
+    def __init__(self, api_key: int, version: int):
+        self._module = load_payload_module(api_key, version, EntityType.request)
+
+    def __call__(self, entity: str, /, **values):
+        cls = getattr(self._module, entity)
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in known})
+
+
+def api_versions(version: int = 3):
+    return _Shape(API_VERSIONS, version)(
+        "ApiVersionsRequest", client_software_name="wire-test", client_software_version="1")
+
+
+def metadata(topics: list[str] | None, *, allow_auto_topic_creation: bool = True,
+             version: int = 8):
+    shape = _Shape(METADATA, version)
+    return shape("MetadataRequest",
+                 topics=None if topics is None else tuple(
+                     shape("MetadataRequestTopic", name=name) for name in topics),
+                 allow_auto_topic_creation=allow_auto_topic_creation,
+                 include_cluster_authorized_operations=False,
+                 include_topic_authorized_operations=False)
+
+
+def produce(topic: str, partition: int, records: bytes | None, *, acks: int = -1,
+            version: int = 8):
+    shape = _Shape(PRODUCE, version)
+    return shape("ProduceRequest", acks=acks, timeout=timedelta(seconds=30), topic_data=(
+        shape("TopicProduceData", name=topic, partition_data=(
+            shape("PartitionProduceData", index=partition, records=records),)),))
+
+
+def fetch(topic: str, partition: int, offset: int, *, max_wait_ms: int = 0, min_bytes: int = 0,
+          current_leader_epoch: int = -1, max_bytes: int = 1 << 20, version: int = 11):
+    shape = _Shape(FETCH, version)
+    return shape("FetchRequest", max_wait=timedelta(milliseconds=max_wait_ms),
+                 min_bytes=min_bytes, max_bytes=max_bytes, forgotten_topics_data=(), topics=(
+                     shape("FetchTopic", topic=topic, partitions=(
+                         shape("FetchPartition", partition=partition, fetch_offset=offset,
+                               current_leader_epoch=current_leader_epoch,
+                               partition_max_bytes=max_bytes),)),))
+
+
+def list_offsets(topic: str, partition: int, timestamp: int, *, current_leader_epoch: int = -1,
+                 version: int = 5):
+    shape = _Shape(LIST_OFFSETS, version)
+    return shape("ListOffsetsRequest", replica_id=-1, isolation_level=0, topics=(
+        shape("ListOffsetsTopic", name=topic, partitions=(
+            shape("ListOffsetsPartition", partition_index=partition, timestamp=timestamp,
+                  current_leader_epoch=current_leader_epoch),)),))
+
+
+def offset_for_leader_epoch(topic: str, partition: int, leader_epoch: int, *,
+                            current_leader_epoch: int = -1, version: int = 3):
+    shape = _Shape(OFFSET_FOR_LEADER_EPOCH, version)
+    return shape("OffsetForLeaderEpochRequest", replica_id=-1, topics=(
+        shape("OffsetForLeaderTopic", topic=topic, partitions=(
+            shape("OffsetForLeaderPartition", partition=partition, leader_epoch=leader_epoch,
+                  current_leader_epoch=current_leader_epoch),)),))
+
+
+def create_topics(names: str | list[str], *, partitions: int = 1, replication_factor: int = 1,
+                  validate_only: bool = False, version: int = 4):
+    shape = _Shape(CREATE_TOPICS, version)
+    return shape("CreateTopicsRequest", validate_only=validate_only, topics=tuple(
+        shape("CreatableTopic", name=name, num_partitions=partitions,
+              replication_factor=replication_factor, assignments=(), configs=())
+        for name in ([names] if isinstance(names, str) else names)))
+
+
+def init_producer_id(version: int = 4):
+    return _Shape(INIT_PRODUCER_ID, version)(
+        "InitProducerIdRequest", transactional_id=None,
+        transaction_timeout=timedelta(seconds=60))
+
+
+def find_coordinator(group_id: str, version: int = 2):
+    return _Shape(FIND_COORDINATOR, version)("FindCoordinatorRequest", key=group_id)
+
+
+def join_group(group_id: str, member_id: str = "", *, version: int = 5):
+    shape = _Shape(JOIN_GROUP, version)
+    return shape("JoinGroupRequest", group_id=group_id, member_id=member_id,
+                 session_timeout=timedelta(seconds=10), rebalance_timeout=timedelta(seconds=10),
+                 protocol_type="consumer", protocols=(
+                     shape("JoinGroupRequestProtocol", name="range", metadata=b"\0\1"),))
+
+
+def sync_group(group_id: str, generation_id: int, member_id: str,
+               assignments: dict[str, bytes], *, version: int = 3):
+    shape = _Shape(SYNC_GROUP, version)
+    return shape("SyncGroupRequest", group_id=group_id, generation_id=generation_id,
+                 member_id=member_id, assignments=tuple(
+                     shape("SyncGroupRequestAssignment", member_id=member, assignment=data)
+                     for member, data in assignments.items()))
+
+
+def offset_commit(group_id: str, generation_id: int, member_id: str,
+                  offsets: dict[tuple[str, int], int], *, version: int = 7):
+    shape = _Shape(OFFSET_COMMIT, version)
+    topics = sorted({topic for topic, _ in offsets})
+    return shape("OffsetCommitRequest", group_id=group_id,
+                 generation_id_or_member_epoch=generation_id, member_id=member_id, topics=tuple(
+                     shape("OffsetCommitRequestTopic", name=topic, partitions=tuple(
+                         shape("OffsetCommitRequestPartition", partition_index=partition,
+                               committed_offset=offset, committed_metadata=None)
+                         for (t, partition), offset in sorted(offsets.items()) if t == topic))
+                     for topic in topics))
+
+
+def delete_topics(names: list[str], *, version: int = 3):
+    return _Shape(DELETE_TOPICS, version)("DeleteTopicsRequest", topic_names=tuple(names),
+                                          timeout=timedelta(seconds=30))
+
+
+def offset_fetch(group_id: str, partitions: dict[str, list[int]] | None, *, version: int = 5):
+    shape = _Shape(OFFSET_FETCH, version)
+    return shape("OffsetFetchRequest", group_id=group_id, topics=None if partitions is None else
+                 tuple(shape("OffsetFetchRequestTopic", name=topic,
+                             partition_indexes=tuple(indexes))
+                       for topic, indexes in partitions.items()))

@@ -1,0 +1,150 @@
+"""ListOffsets (earliest, latest, by timestamp) and OffsetForLeaderEpoch
+(KIP-101/279/320) over the wire, across a restart that starts a new
+leader epoch."""
+
+from __future__ import annotations
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from tests.reference_broker.protocol import entities
+from tests.reference_broker.protocol.wire import open_node, run
+from tests.reference_broker.record_batches import BASE_TIME_MS, kio_batch, values_batch
+
+
+def listed(response):
+    [topic] = response.topics
+    [partition] = topic.partitions
+    return partition
+
+
+def epoch_end(response):
+    [topic] = response.topics
+    [partition] = topic.partitions
+    return partition
+
+
+@pytest.mark.parametrize("version", [1, 4, 5])
+def test_earliest_and_latest_offsets(tmp_path, version):
+    async def scenario():
+        async with open_node(tmp_path) as node:
+            client = node.connect()
+            await client.call(entities.create_topics("t"))
+            empty = listed(await client.call(entities.list_offsets(
+                "t", 0, entities.LATEST, version=version)))
+            assert (empty.error_code, empty.offset) == (ErrorCode.none, 0)
+            await client.call(entities.produce("t", 0, values_batch(3)))
+            await client.call(entities.produce("t", 0, values_batch(2, start=3)))
+            earliest = listed(await client.call(entities.list_offsets(
+                "t", 0, entities.EARLIEST, version=version)))
+            latest = listed(await client.call(entities.list_offsets(
+                "t", 0, entities.LATEST, version=version)))
+            assert (earliest.error_code, earliest.offset, earliest.timestamp) == \
+                (ErrorCode.none, 0, -1)
+            assert (latest.error_code, latest.offset, latest.timestamp) == (ErrorCode.none, 5, -1)
+            if version >= 4:
+                assert earliest.leader_epoch == latest.leader_epoch == 0
+    run(scenario())
+
+
+def test_offset_for_timestamp(tmp_path):
+    async def scenario():
+        async with open_node(tmp_path) as node:
+            client = node.connect()
+            await client.call(entities.create_topics("t"))
+            await client.call(entities.produce("t", 0, kio_batch(
+                [b"a", b"b"], timestamps=[BASE_TIME_MS, BASE_TIME_MS + 10])))
+            await client.call(entities.produce("t", 0, kio_batch(
+                [b"c", b"d"], timestamps=[BASE_TIME_MS + 20, BASE_TIME_MS + 30])))
+            exact = listed(await client.call(entities.list_offsets("t", 0, BASE_TIME_MS + 20)))
+            between = listed(await client.call(entities.list_offsets("t", 0, BASE_TIME_MS + 15)))
+            beyond = listed(await client.call(entities.list_offsets("t", 0, BASE_TIME_MS + 99)))
+            assert (exact.offset, exact.timestamp) == (2, BASE_TIME_MS + 20)
+            assert (between.offset, between.timestamp) == (2, BASE_TIME_MS + 20)
+            assert (beyond.error_code, beyond.offset, beyond.timestamp) == (ErrorCode.none, -1, -1)
+    run(scenario())
+
+
+def test_list_offsets_of_an_unknown_partition(tmp_path):
+    async def scenario():
+        async with open_node(tmp_path) as node:
+            client = node.connect()
+            answer = listed(await client.call(entities.list_offsets("missing", 0, entities.LATEST)))
+            assert (answer.error_code, answer.offset) == (ErrorCode.unknown_topic_or_partition, -1)
+            assert not node.broker.topics
+    run(scenario())
+
+
+def test_leader_epochs_across_a_restart(tmp_path):
+    async def first_term():
+        async with open_node(tmp_path) as node:
+            client = node.connect()
+            await client.call(entities.create_topics("t"))
+            await client.call(entities.produce("t", 0, values_batch(3)))
+
+    async def second_term():
+        async with open_node(tmp_path) as node:
+            client = node.connect()
+            await client.call(entities.produce("t", 0, values_batch(2, start=3)))
+            # Epoch 0 ended where epoch 1 began; epoch 1 is the latest: it
+            # ends at the log end; an epoch above every known one is
+            # undefined (LeaderEpochFileCache.endOffsetFor).
+            for asked, expected in ((0, (0, 3)), (1, (1, 5)), (7, (-1, -1))):
+                end = epoch_end(await client.call(entities.offset_for_leader_epoch(
+                    "t", 0, asked, current_leader_epoch=1)))
+                assert (end.error_code, end.leader_epoch, end.end_offset) == \
+                    (ErrorCode.none, *expected), f"epoch {asked}"
+            # v2 and a client that names no current epoch are answered too.
+            v2 = epoch_end(await client.call(entities.offset_for_leader_epoch(
+                "t", 0, 0, version=2)))
+            assert (v2.leader_epoch, v2.end_offset) == (0, 3)
+            # KIP-320: a request naming another epoch than the leader's is fenced.
+            stale = epoch_end(await client.call(entities.offset_for_leader_epoch(
+                "t", 0, 0, current_leader_epoch=0)))
+            future = epoch_end(await client.call(entities.offset_for_leader_epoch(
+                "t", 0, 0, current_leader_epoch=2)))
+            assert (stale.error_code, stale.end_offset) == (ErrorCode.fenced_leader_epoch, -1)
+            assert (future.error_code, future.end_offset) == (ErrorCode.unknown_leader_epoch, -1)
+            # ListOffsets is fenced the same way.
+            fenced = listed(await client.call(entities.list_offsets(
+                "t", 0, entities.LATEST, current_leader_epoch=0)))
+            assert (fenced.error_code, fenced.offset) == (ErrorCode.fenced_leader_epoch, -1)
+            latest = listed(await client.call(entities.list_offsets(
+                "t", 0, entities.LATEST, current_leader_epoch=1)))
+            assert (latest.offset, latest.leader_epoch) == (5, 1)
+
+    run(first_term())
+    run(second_term())
+
+
+def test_new_leader_epoch_is_known_before_its_first_append(tmp_path):
+    # KAFKA-7415: a new leader caches (its epoch, its LEO) when elected, so
+    # asking for its epoch names that epoch even before anything is appended in it.
+    async def first_term():
+        async with open_node(tmp_path) as node:
+            client = node.connect()
+            await client.call(entities.create_topics("t"))
+            await client.call(entities.produce("t", 0, values_batch(3)))
+
+    async def second_term():
+        async with open_node(tmp_path) as node:
+            client = node.connect()
+            end = epoch_end(await client.call(entities.offset_for_leader_epoch(
+                "t", 0, 1, current_leader_epoch=1)))
+            assert (end.error_code, end.leader_epoch, end.end_offset) == (ErrorCode.none, 1, 3)
+            before = epoch_end(await client.call(entities.offset_for_leader_epoch(
+                "t", 0, 0, current_leader_epoch=1)))
+            assert (before.leader_epoch, before.end_offset) == (0, 3)
+
+    run(first_term())
+    run(second_term())
+
+
+def test_offset_for_leader_epoch_of_an_unknown_partition(tmp_path):
+    async def scenario():
+        async with open_node(tmp_path) as node:
+            client = node.connect()
+            end = epoch_end(await client.call(entities.offset_for_leader_epoch("missing", 0, 0)))
+            assert (end.error_code, end.leader_epoch, end.end_offset) == \
+                (ErrorCode.unknown_topic_or_partition, -1, -1)
+    run(scenario())

@@ -1,0 +1,57 @@
+"""The broker's command line: `python -m reference_broker` and `kchaos
+broker` start a node, SIGTERM shuts it down cleanly, bad options and a busy
+port are clear errors."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+
+from cluster.broker_process import BrokerProcess, free_port
+
+
+def test_sigterm_is_a_clean_shutdown(tmp_path):
+    broker = BrokerProcess(tmp_path / "data").start()
+    assert broker.stop() == 0
+    log = broker.log_path.read_text()
+    assert "listening on" in log and "shutting down" in log
+    assert "Traceback" not in log
+
+
+def test_kchaos_broker_runs_the_same_node(tmp_path):
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from kchaos.cli import main; main()", "broker",
+         "--node-id", "7", "--listen", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "d")],
+        stderr=subprocess.PIPE, text=True)
+    try:
+        BrokerProcess.wait_for_port("127.0.0.1", port, process, timeout=20)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(20) == 0
+        assert "node 7 listening" in process.stderr.read()
+    finally:
+        process.kill()
+
+
+def test_bad_config_is_named(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-c", "from kchaos.cli import main; main()", "broker",
+         "--node-id", "1", "--listen", "127.0.0.1:1", "--data-dir", str(tmp_path),
+         "--config", "num.partitions=many"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 3
+    assert "--config 'num.partitions=many': bad value 'many'" in result.stderr
+
+
+def test_busy_port_is_an_error(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "reference_broker", "--node-id", "1",
+             "--listen", f"127.0.0.1:{port}", "--data-dir", str(tmp_path)],
+            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1
+    assert f"cannot serve on 127.0.0.1:{port}" in result.stderr
