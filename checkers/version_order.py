@@ -22,16 +22,19 @@ PARTITION = ("topic", "partition")
 
 def observations(history: History) -> DataFrame:
     """Every (topic, partition, offset, value) seen, with the op that saw it:
-    `source` is `send` (an ok acknowledgement) or `read` (any poll)."""
-    def build(h: History) -> DataFrame:
-        acked = h["sends"].where((F.col("type") == "ok") & F.col("offset").isNotNull()) \
-            .select(*PARTITION, "offset", "value", "op_index", "process",
-                    F.lit("send").alias("source"))
-        read = h["reads"].where(F.col("value").isNotNull()) \
-            .select(*PARTITION, "offset", "value", "op_index", "process",
-                    F.lit("read").alias("source"))
-        return acked.unionByName(read)
-    return history.derived("observations", build)
+    `source` is `send` (an ok acknowledgement) or `read` (any poll).
+
+    Not kept: it is as large as sends and reads together, and every use but
+    the version order joins it with a handful of suspects, for which scanning
+    the Parquet tables again is cheaper than holding it (at 100M events it
+    would not fit in the executor's memory)."""
+    acked = history["sends"].where((F.col("type") == "ok") & F.col("offset").isNotNull()) \
+        .select(*PARTITION, "offset", "value", "op_index", "process",
+                F.lit("send").alias("source"))
+    read = history["reads"].where(F.col("value").isNotNull()) \
+        .select(*PARTITION, "offset", "value", "op_index", "process",
+                F.lit("read").alias("source"))
+    return acked.unionByName(read)
 
 
 def records(history: History) -> DataFrame:
