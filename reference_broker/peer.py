@@ -1,0 +1,79 @@
+"""A connection from this broker to another node — the controller, or a
+partition leader it replicates from — speaking the Kafka protocol with kio.
+
+One request at a time per connection (the far side answers in order anyway);
+any failure closes the connection and raises PeerError, and the next request
+reconnects. Callers decide whether and when to retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import itertools
+import struct
+
+from kio.index import load_response_schema
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.serial import entity_reader, entity_writer
+from kio.serial.errors import SerialError
+
+_SIZE = struct.Struct(">i")
+API_VERSIONS_KEY = 18
+
+
+class PeerError(ConnectionError):
+    """The peer could not be reached or answered something unreadable."""
+
+
+class Peer:
+    def __init__(self, host: str, port: int, client_id: str):
+        self.host, self.port, self.client_id = host, port, client_id
+        self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._lock = asyncio.Lock()
+        self._correlation = itertools.count(1)
+
+    def __repr__(self) -> str:
+        return f"Peer({self.host}:{self.port})"
+
+    async def request(self, request, timeout: float):
+        """Send `request` (a kio request entity), return the response entity."""
+        async with self._lock:
+            try:
+                return await asyncio.wait_for(self._exchange(request), timeout)
+            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError,
+                    SerialError, ValueError) as e:
+                self.close()
+                raise PeerError(f"{self}: {type(e).__name__}: {e}") from e
+
+    async def _exchange(self, request):
+        if self._streams is None:
+            self._streams = await asyncio.open_connection(self.host, self.port)
+        reader, writer = self._streams
+        correlation_id = next(self._correlation) & 0x7FFFFFFF
+        header_schema = request.__header_schema__
+        buffer = io.BytesIO()
+        buffer.write(b"\0\0\0\0")
+        entity_writer(header_schema)(buffer, header_schema(
+            request_api_key=request.__api_key__, request_api_version=request.__version__,
+            correlation_id=correlation_id, client_id=self.client_id))
+        entity_writer(type(request))(buffer, request)
+        frame = bytearray(buffer.getvalue())
+        _SIZE.pack_into(frame, 0, len(frame) - 4)
+        writer.write(frame)
+        await writer.drain()
+        (size,) = _SIZE.unpack(await reader.readexactly(4))
+        body = await reader.readexactly(size)
+        schema = load_response_schema(request.__api_key__, request.__version__)
+        header_schema = ResponseHeaderV0 if request.__api_key__ == API_VERSIONS_KEY \
+            else schema.__header_schema__
+        header, used = entity_reader(header_schema)(body, 0)
+        if header.correlation_id != correlation_id:
+            raise ValueError(f"correlation id {header.correlation_id}, expected {correlation_id}")
+        response, _ = entity_reader(schema)(body, used)
+        return response
+
+    def close(self) -> None:
+        if self._streams is not None:
+            self._streams[1].close()
+            self._streams = None
