@@ -25,12 +25,14 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 class BrokerProcess:
     def __init__(self, data_dir: Path, *, node_id: int = 1, host: str = "127.0.0.1",
-                 port: int | None = None, config: list[str] = (), log_level: str = "INFO"):
+                 port: int | None = None, config: list[str] = (), bugs: list[str] = (),
+                 log_level: str = "INFO"):
         self.data_dir = Path(data_dir)
         self.node_id = node_id
         self.host = host
         self.port = port or free_port(host)
         self.config = list(config)
+        self.bugs = list(bugs)
         self.log_level = log_level
         self.log_path = self.data_dir.parent / f"broker-{node_id}.log"
         self.process: subprocess.Popen | None = None
@@ -45,6 +47,8 @@ class BrokerProcess:
                 "--log-level", self.log_level]
         for setting in self.config:
             argv += ["--config", setting]
+        for bug in self.bugs:
+            argv += ["--bug", bug]
         return argv
 
     def start(self, timeout: float = 20.0) -> "BrokerProcess":

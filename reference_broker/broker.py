@@ -22,6 +22,7 @@ from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
+from reference_broker.bugs import NO_GENERATION_FENCING
 from reference_broker.config import BrokerConfig
 from reference_broker.group import GroupConfig, GroupCoordinator
 from reference_broker.log import LogConfig, PartitionLog
@@ -78,7 +79,8 @@ class Broker:
             offsets_topic_partitions=config["offsets.topic.num.partitions"],
             group_min_session_timeout_ms=config["group.min.session.timeout.ms"],
             group_max_session_timeout_ms=config["group.max.session.timeout.ms"],
-            group_initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"]))
+            group_initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+            fence_commits=NO_GENERATION_FENCING not in config.bugs))
         self._next_producer_id = 0
         self._producer_id_limit = 0
 
@@ -99,6 +101,8 @@ class Broker:
             self.offsets.load()
         log.info("node %d open: %d topics, cluster id %s", self.node_id, len(self.topics),
                  self.cluster_id)
+        if self.config.bugs:
+            log.warning("bug switches on: %s", ", ".join(sorted(self.config.bugs)))
 
     def close(self) -> None:
         for topic in self.topics.values():
@@ -108,7 +112,7 @@ class Broker:
     def _open_partition(self, topic: str, index: int, leader_epoch: int) -> Partition:
         log_dir = self.data_dir / f"{topic}-{index}"
         partition = Partition(topic, index, PartitionLog.open(log_dir, self.log_config),
-                              leader_epoch)
+                              leader_epoch, self.config.bugs)
         # KAFKA-7415: a new leader caches (epoch, LEO) at election, so
         # OffsetForLeaderEpoch answers for the new epoch before any append.
         partition.log.assign_epoch_start_offset(leader_epoch, partition.log.log_end_offset)

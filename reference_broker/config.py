@@ -73,6 +73,7 @@ class BrokerConfig:
     advertise: tuple[str, int]
     data_dir: Path
     settings: dict = field(default_factory=lambda: parse_settings([]))
+    bugs: frozenset[str] = frozenset()  # bug switches (bugs.py), validated by parse_bugs
 
     def __getitem__(self, key: str):
         return self.settings[key]

@@ -9,6 +9,7 @@ import logging
 import sys
 from pathlib import Path
 
+from reference_broker.bugs import describe, parse_bugs
 from reference_broker.config import SETTINGS, BrokerConfig, parse_address, parse_settings
 
 
@@ -22,6 +23,10 @@ def parser(prog: str = "python -m reference_broker") -> argparse.ArgumentParser:
     p.add_argument("--data-dir", required=True, type=Path, help="where logs and state live")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="a Kafka setting (repeatable): " + ", ".join(sorted(SETTINGS)))
+    p.add_argument("--bug", action="append", default=[], metavar="NAME",
+                   help="re-create a historical bug (repeatable; see --list-bugs)")
+    p.add_argument("--list-bugs", action="store_true",
+                   help="list the bug switches and exit")
     p.add_argument("--log-level", default="INFO",
                    choices=("DEBUG", "INFO", "WARNING", "ERROR"),
                    help="DEBUG logs one line per request")
@@ -32,11 +37,15 @@ def config_from(args: argparse.Namespace) -> BrokerConfig:
     listen = parse_address(args.listen, "--listen")
     advertise = parse_address(args.advertise, "--advertise") if args.advertise else listen
     return BrokerConfig(node_id=args.node_id, listen=listen, advertise=advertise,
-                        data_dir=args.data_dir, settings=parse_settings(args.config))
+                        data_dir=args.data_dir, settings=parse_settings(args.config),
+                        bugs=parse_bugs(args.bug))
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m reference_broker") -> int:
     p = parser(prog)
+    if "--list-bugs" in (sys.argv[1:] if argv is None else argv):
+        print(describe())
+        return 0
     args = p.parse_args(argv)
     try:
         config = config_from(args)

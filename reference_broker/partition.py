@@ -17,8 +17,9 @@ from kio.schema.errors import ErrorCode
 from reference_broker.log import (
     CorruptRecordError, InvalidRecordError, PartitionLog, parse_batches, validate_client_batches,
 )
+from reference_broker.bugs import DEDUP_WINDOW_ONE, NO_IDEMPOTENT_DEDUP, NO_LEADER_EPOCH_FENCING
 from reference_broker.producer_state import (
-    DuplicateSequence, InvalidProducerEpoch, OutOfOrderSequence, ProducerState,
+    BATCHES_TO_RETAIN, DuplicateSequence, InvalidProducerEpoch, OutOfOrderSequence, ProducerState,
 )
 
 
@@ -31,13 +32,17 @@ class ProduceResult:
 
 
 class Partition:
-    def __init__(self, topic: str, index: int, log: PartitionLog, leader_epoch: int):
+    def __init__(self, topic: str, index: int, log: PartitionLog, leader_epoch: int,
+                 bugs: frozenset[str] = frozenset()):
         self.topic = topic
         self.index = index
         self.log = log
         self.leader_epoch = leader_epoch
+        self.fence_epochs = NO_LEADER_EPOCH_FENCING not in bugs
+        self.deduplicate = NO_IDEMPOTENT_DEDUP not in bugs
         # KIP-98: producer state lives with the log and is rebuilt from it.
-        self.producers = ProducerState.rebuild(log.headers())
+        self.producers = ProducerState.rebuild(
+            log.headers(), retain=1 if DEDUP_WINDOW_ONE in bugs else BATCHES_TO_RETAIN)
         self._waiters: list[asyncio.Future] = []
 
     @property
@@ -70,6 +75,7 @@ class Partition:
             if header.size > max_batch_bytes:
                 return ProduceResult(ErrorCode.message_too_large,
                                      message=f"batch of {header.size} bytes > message.max.bytes")
+        retry = False
         try:
             for header in headers:
                 self.producers.check(header)
@@ -78,14 +84,17 @@ class Partition:
             # offsets and nothing is appended (KIP-98; like UnifiedLog's
             # analyzeAndValidateProducerState, the first duplicate answers
             # for the whole request).
-            return ProduceResult(ErrorCode.none, dup.first_offset, self.log.log_start_offset)
+            if self.deduplicate:
+                return ProduceResult(ErrorCode.none, dup.first_offset, self.log.log_start_offset)
+            retry = True  # bug switch no-idempotent-dedup: written again
         except OutOfOrderSequence as e:
             return ProduceResult(ErrorCode.out_of_order_sequence_number, message=str(e))
         except InvalidProducerEpoch as e:
             return ProduceResult(ErrorCode.invalid_producer_epoch, message=str(e))
         info = self.log.append_as_leader(records, self.leader_epoch, headers)
-        for header in info.batches:
-            self.producers.record(header)
+        if not retry:  # a re-written retry leaves the producer's sequence where it was
+            for header in info.batches:
+                self.producers.record(header)
         self._wake()
         return ProduceResult(ErrorCode.none, info.first_offset, self.log.log_start_offset)
 
@@ -103,7 +112,8 @@ class Partition:
 
     def check_epoch(self, current_leader_epoch: int) -> ErrorCode:
         """KIP-320: a request that names an epoch must name ours."""
-        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch \
+                or not self.fence_epochs:
             return ErrorCode.none
         if current_leader_epoch < self.leader_epoch:
             return ErrorCode.fenced_leader_epoch

@@ -77,6 +77,9 @@ class ProducerEntry:
 @dataclass
 class ProducerState:
     producers: dict[int, ProducerEntry] = field(default_factory=dict)
+    # Batches kept per producer for deduplication; 1 only under the
+    # `dedup-window-one` bug switch (Kafka 0.11.0's single-batch cache).
+    retain: int = BATCHES_TO_RETAIN
 
     def check(self, header: BatchHeader) -> None:
         """Raise DuplicateSequence, InvalidProducerEpoch or OutOfOrderSequence
@@ -110,7 +113,10 @@ class ProducerState:
         """Add an appended batch (offsets final) to its producer's window of 5."""
         if not header.has_producer_id:
             return
-        entry = self.producers.setdefault(header.producer_id, ProducerEntry())
+        entry = self.producers.get(header.producer_id)
+        if entry is None:
+            entry = self.producers[header.producer_id] = ProducerEntry(
+                batches=deque(maxlen=self.retain))
         entry.update_epoch(header.producer_epoch)
         if header.is_control:
             # A transaction marker moves the epoch only (appendEndTxnMarker).
@@ -119,10 +125,11 @@ class ProducerState:
             header.base_sequence, header.last_sequence, header.base_offset, header.last_offset))
 
     @classmethod
-    def rebuild(cls, batches: Iterable[BatchHeader]) -> ProducerState:
+    def rebuild(cls, batches: Iterable[BatchHeader], retain: int = BATCHES_TO_RETAIN
+                ) -> ProducerState:
         """The state after the log's batches, in order (producer state
         recovery replays the log as REPLICATION appends: no checks)."""
-        state = cls()
+        state = cls(retain=retain)
         for header in batches:
             state.record(header)
         return state

@@ -16,3 +16,5 @@ class GroupConfig:
     group_max_session_timeout_ms: int = 1800000  # group.max.session.timeout.ms
     group_initial_rebalance_delay_ms: int = 3000  # group.initial.rebalance.delay.ms
     offset_metadata_max_bytes: int = 4096        # offset.metadata.max.bytes
+    # Off only under the `no-generation-fencing` bug switch (zombie commits).
+    fence_commits: bool = True

@@ -278,7 +278,8 @@ class GroupCoordinator:
                      else self._commit_error(group, generation_id, member_id, group_instance_id))
         if error is not None:
             return {tp: error for tp in partitions}
-        if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+        if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE) \
+                and member_id in group.members:
             # A commit from a member proves it is alive.
             self._membership.schedule_heartbeat(group, group.members[member_id])
         return await self._store_offsets(group, offsets)
@@ -288,6 +289,8 @@ class GroupCoordinator:
         """validateOffsetCommit plus doCommitOffsets' state check."""
         if generation_id < 0 and group.state is GroupState.EMPTY:
             return None
+        if not self._config.fence_commits:
+            return None  # bug switch no-generation-fencing: any commit lands
         if generation_id >= 0 or member_id or instance_id is not None:
             error = self._generation_error(group, generation_id, member_id, instance_id)
         else:

@@ -55,3 +55,10 @@ def test_busy_port_is_an_error(tmp_path):
             capture_output=True, text=True, timeout=30)
     assert result.returncode == 1
     assert f"cannot serve on 127.0.0.1:{port}" in result.stderr
+
+
+def test_bug_switches_are_announced(tmp_path):
+    broker = BrokerProcess(tmp_path / "data", bugs=["dedup-window-one", "no-generation-fencing"])
+    broker.start()
+    assert broker.stop() == 0
+    assert "bug switches on: dedup-window-one, no-generation-fencing" in broker.log_path.read_text()
