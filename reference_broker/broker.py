@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import shutil
 import uuid
@@ -26,6 +25,7 @@ from reference_broker.bugs import NO_GENERATION_FENCING
 from reference_broker.config import BrokerConfig
 from reference_broker.group import GroupConfig, GroupCoordinator
 from reference_broker.log import LogConfig, PartitionLog
+from reference_broker.log.file_io import replace_atomically
 from reference_broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from reference_broker.partition import Partition
 
@@ -133,13 +133,7 @@ class Broker:
                                 else 0}
                        for t in self.topics.values()},
         }
-        path = self.data_dir / "topics.json"
-        scratch = path.with_suffix(".json.tmp")
-        with open(scratch, "w") as f:
-            json.dump(meta, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        scratch.replace(path)
+        replace_atomically(self.data_dir / "topics.json", json.dumps(meta, indent=1).encode())
 
     def create_topic(self, name: str, partitions: int, replication_factor: int,
                      validate_only: bool = False) -> tuple[ErrorCode, str | None]:

@@ -23,6 +23,9 @@ from reference_broker.producer_state import (
 )
 
 
+READ_COMMITTED = 1  # Fetch and ListOffsets isolation_level
+
+
 @dataclass(frozen=True)
 class ProduceResult:
     error: ErrorCode
@@ -53,6 +56,12 @@ class Partition:
     def last_stable_offset(self) -> int:
         # No transactions: everything below the high watermark is stable.
         return self.high_watermark
+
+    def readable_end(self, isolation_level: int) -> int:
+        """Where a consumer's reads stop: the last stable offset under
+        read_committed (isolation level 1), else the high watermark."""
+        return self.last_stable_offset if isolation_level == READ_COMMITTED \
+            else self.high_watermark
 
     def append(self, records: bytes, max_batch_bytes: int) -> ProduceResult:
         """Append one Produce request's batches for this partition, all or

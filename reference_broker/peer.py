@@ -9,17 +9,15 @@ reconnects. Callers decide whether and when to retry.
 from __future__ import annotations
 
 import asyncio
-import io
 import itertools
 import struct
 
 from kio.index import load_response_schema
-from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
-from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 
+from reference_broker.protocol.framing import decode_response, encode_request
+
 _SIZE = struct.Struct(">i")
-API_VERSIONS_KEY = 18
 
 
 class PeerError(ConnectionError):
@@ -51,26 +49,14 @@ class Peer:
             self._streams = await asyncio.open_connection(self.host, self.port)
         reader, writer = self._streams
         correlation_id = next(self._correlation) & 0x7FFFFFFF
-        header_schema = request.__header_schema__
-        buffer = io.BytesIO()
-        buffer.write(b"\0\0\0\0")
-        entity_writer(header_schema)(buffer, header_schema(
-            request_api_key=request.__api_key__, request_api_version=request.__version__,
-            correlation_id=correlation_id, client_id=self.client_id))
-        entity_writer(type(request))(buffer, request)
-        frame = bytearray(buffer.getvalue())
-        _SIZE.pack_into(frame, 0, len(frame) - 4)
-        writer.write(frame)
+        writer.write(encode_request(request, correlation_id, self.client_id))
         await writer.drain()
         (size,) = _SIZE.unpack(await reader.readexactly(4))
-        body = await reader.readexactly(size)
-        schema = load_response_schema(request.__api_key__, request.__version__)
-        header_schema = ResponseHeaderV0 if request.__api_key__ == API_VERSIONS_KEY \
-            else schema.__header_schema__
-        header, used = entity_reader(header_schema)(body, 0)
-        if header.correlation_id != correlation_id:
-            raise ValueError(f"correlation id {header.correlation_id}, expected {correlation_id}")
-        response, _ = entity_reader(schema)(body, used)
+        answered, response = decode_response(
+            await reader.readexactly(size),
+            load_response_schema(request.__api_key__, request.__version__))
+        if answered != correlation_id:
+            raise ValueError(f"correlation id {answered}, expected {correlation_id}")
         return response
 
     def close(self) -> None:

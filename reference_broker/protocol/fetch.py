@@ -15,9 +15,8 @@ import asyncio
 from kio.schema.errors import ErrorCode
 
 from reference_broker.log import OffsetOutOfRange
+from reference_broker.partition import READ_COMMITTED
 from reference_broker.protocol.shapes import Shapes
-
-READ_COMMITTED = 1
 
 
 async def handle(broker, header, request):
@@ -56,8 +55,7 @@ def _read(broker, shape, request):
                 found.append(partition)
                 error = partition.check_epoch(getattr(want, "current_leader_epoch", -1))
             if partition is not None and error == ErrorCode.none:
-                upper = partition.last_stable_offset \
-                    if request.isolation_level == READ_COMMITTED else partition.high_watermark
+                upper = partition.readable_end(request.isolation_level)
                 limit = min(want.partition_max_bytes, budget - size)
                 try:
                     records = partition.log.read(want.fetch_offset, max(limit, 0), upper)

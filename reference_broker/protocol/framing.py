@@ -4,9 +4,11 @@ A Kafka request on the wire is a 4-byte big-endian size, then a request
 header and a body whose layout depends on the api key and version in the
 header's first four bytes. Header and body are decoded by kio; the header
 version follows from the request schema (flexible versions use header v2,
-KIP-482). Responses are framed the same way, with response header v0 or v1
-— except ApiVersions, always answered with header v0 so a client that does
-not yet know our versions can read it (KIP-511).
+KIP-482). Responses are framed the same way, with the response header kio
+gives each response schema (v0 or v1; always v0 for ApiVersions, so a client
+that does not yet know our versions can read it, KIP-511). The client side
+(`encode_request`, `decode_response`) is here too: the broker's own peer
+connections speak it.
 
 Anything that cannot be decoded raises `FrameError`; the connection that
 sent it is closed by the server, the broker keeps running.
@@ -20,11 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema
-from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
-
-API_VERSIONS_KEY = 18
 
 _SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hh")
@@ -90,12 +89,32 @@ def decode_request(frame: bytes) -> tuple[Any, Any] | UnsupportedRequest:
 
 def encode_response(correlation_id: int, response: Any) -> bytes:
     """A size-prefixed response frame."""
+    return _frame(response.__header_schema__(correlation_id=correlation_id), response)
+
+
+def encode_request(request: Any, correlation_id: int, client_id: str | None = None) -> bytes:
+    """A size-prefixed request frame."""
+    header = request.__header_schema__(
+        request_api_key=request.__api_key__, request_api_version=request.__version__,
+        correlation_id=correlation_id, client_id=client_id)
+    return _frame(header, request)
+
+
+def decode_response(body: bytes, schema: type) -> tuple[int, Any]:
+    """(correlation id, response entity) of one response frame body, which
+    must be consumed exactly."""
+    header, used = entity_reader(schema.__header_schema__)(body, 0)
+    response, size = entity_reader(schema)(body, used)
+    if used + size != len(body):
+        raise FrameError(f"{schema.__name__}: {len(body) - used - size} undecoded bytes")
+    return header.correlation_id, response
+
+
+def _frame(header: Any, entity: Any) -> bytes:
     buffer = io.BytesIO()
     buffer.write(b"\0\0\0\0")
-    header_schema = ResponseHeaderV0 if response.__api_key__ == API_VERSIONS_KEY \
-        else response.__header_schema__
-    entity_writer(header_schema)(buffer, header_schema(correlation_id=correlation_id))
-    entity_writer(type(response))(buffer, response)
+    entity_writer(type(header))(buffer, header)
+    entity_writer(type(entity))(buffer, entity)
     frame = buffer.getbuffer()
     _SIZE.pack_into(frame, 0, len(frame) - 4)
     data = bytes(frame)

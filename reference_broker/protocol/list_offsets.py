@@ -9,7 +9,6 @@ from kio.schema.errors import ErrorCode
 from reference_broker.protocol.shapes import Shapes
 
 LATEST, EARLIEST = -1, -2
-READ_COMMITTED = 1
 
 
 async def handle(broker, header, request):
@@ -27,9 +26,7 @@ async def handle(broker, header, request):
             if error == ErrorCode.none:
                 epoch = partition.leader_epoch
                 if want.timestamp == LATEST:
-                    offset = partition.last_stable_offset \
-                        if getattr(request, "isolation_level", 0) == READ_COMMITTED \
-                        else partition.high_watermark
+                    offset = partition.readable_end(getattr(request, "isolation_level", 0))
                 elif want.timestamp == EARLIEST:
                     offset = partition.log.log_start_offset
                 elif want.timestamp < 0:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import io
 import logging
 import struct
 from collections import deque
@@ -25,10 +24,10 @@ from typing import Any
 from kio.index import load_response_schema
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
 
 from reference_broker.broker import Broker
 from reference_broker.config import BrokerConfig, parse_settings
+from reference_broker.protocol import framing
 from reference_broker.protocol.dispatch import VERSIONS
 from reference_broker.server import Connection
 from tests.reference_broker.protocol import entities
@@ -187,13 +186,7 @@ class ConnectionClosed(Exception):
 
 def encode_request(request, correlation_id: int, client_id: str | None = "wire-test") -> bytes:
     """The size-prefixed frame of a kio request entity."""
-    header_schema = type(request).__header_schema__
-    body = io.BytesIO()
-    entity_writer(header_schema)(body, header_schema(
-        request_api_key=request.__api_key__, request_api_version=request.__version__,
-        correlation_id=correlation_id, client_id=client_id))
-    entity_writer(type(request))(body, request)
-    return size_prefixed(body.getvalue())
+    return framing.encode_request(request, correlation_id, client_id)
 
 
 def size_prefixed(body: bytes) -> bytes:
@@ -210,14 +203,7 @@ def response_schema(api_key: int, api_version: int) -> type:
     return load_response_schema(api_key, api_version)
 
 
-def decode_response(body: bytes, schema: type) -> tuple[int, Any]:
-    """(correlation id, response entity) of one response frame body, which
-    must be consumed exactly."""
-    header, used = entity_reader(schema.__header_schema__)(body, 0)
-    response, size = entity_reader(schema)(body, used)
-    assert used + size == len(body), \
-        f"{schema.__name__}: {len(body) - used - size} undecoded bytes in the response"
-    return header.correlation_id, response
+decode_response = framing.decode_response
 
 
 def split_frames(data: bytes | bytearray) -> tuple[list[bytes], int]:
