@@ -95,12 +95,19 @@ class KafkaPythonMember:
 
     def _run(self):
         from kafka import OffsetAndMetadata
+        from kafka.errors import KafkaError
         while not self.stop.is_set():
             self.consumer.poll(100)
-            self.owned = {tp.partition for tp in self.consumer.assignment()}
-            if self.commit_to is not None and self.owned:
-                tp = next(tp for tp in self.consumer.assignment())
-                self.consumer.commit({tp: OffsetAndMetadata(self.commit_to, "", -1)})
+            assignment = set(self.consumer.assignment())
+            self.owned = {tp.partition for tp in assignment}
+            if self.commit_to is not None and assignment:
+                tp = min(assignment)
+                try:
+                    self.consumer.commit({tp: OffsetAndMetadata(self.commit_to, "", -1)})
+                except KafkaError:
+                    # A rebalance raced the commit (REBALANCE_IN_PROGRESS
+                    # and the like): kafka-python raises; try after the next poll.
+                    continue
                 self.committed = self.consumer.committed(tp)
                 self.commit_to = None
         self.consumer.close()  # LeaveGroup
