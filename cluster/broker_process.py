@@ -2,8 +2,9 @@
 benchmarks start when they need a real broker, and can stop, kill, pause and
 restart.
 
-The broker's stderr goes to `<data_dir>/../<name>.log` so a failing test can
-show why; readiness is a TCP connect, the same thing a client needs.
+The broker's stderr goes to `<data_dir>/../<role>-<node id>.log` so a
+failing test can show why; readiness is a TCP connect, the same thing a
+client needs (a broker listens only once its controller has unfenced it).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ def free_port(host: str = "127.0.0.1") -> int:
 class BrokerProcess:
     def __init__(self, data_dir: Path, *, node_id: int = 1, host: str = "127.0.0.1",
                  port: int | None = None, config: list[str] = (), bugs: list[str] = (),
-                 log_level: str = "INFO"):
+                 log_level: str = "INFO", process_roles: str | None = None,
+                 controller: str | None = None):
         self.data_dir = Path(data_dir)
         self.node_id = node_id
         self.host = host
@@ -34,7 +36,10 @@ class BrokerProcess:
         self.config = list(config)
         self.bugs = list(bugs)
         self.log_level = log_level
-        self.log_path = self.data_dir.parent / f"broker-{node_id}.log"
+        self.process_roles = process_roles
+        self.controller = controller
+        role = "controller" if process_roles == "controller" else "broker"
+        self.log_path = self.data_dir.parent / f"{role}-{node_id}.log"
         self.process: subprocess.Popen | None = None
 
     @property
@@ -49,15 +54,23 @@ class BrokerProcess:
             argv += ["--config", setting]
         for bug in self.bugs:
             argv += ["--bug", bug]
+        if self.process_roles:
+            argv += ["--process-roles", self.process_roles]
+        if self.controller:
+            argv += ["--controller", self.controller]
         return argv
 
     def start(self, timeout: float = 20.0) -> "BrokerProcess":
+        self.launch()
+        self.wait_ready(timeout)
+        return self
+
+    def launch(self) -> None:
+        """Start the process without waiting (several nodes start together)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(self.argv(), stdout=log, stderr=subprocess.STDOUT)
         log.close()
-        self.wait_ready(timeout)
-        return self
 
     def wait_ready(self, timeout: float) -> None:
         try:

@@ -1,79 +1,75 @@
-"""The broker's state, below the protocol: topics, their partitions, the
-group coordinator and the producer-id allocator — semantic operations that
-the per-API adapters in `protocol/` call, never seeing a socket.
+"""The broker's state, below the protocol: the metadata image it follows,
+the partition replicas it hosts and their roles, the group coordinator and
+the producer-id allocator — semantic operations that the per-API adapters in
+`protocol/` call, never seeing a socket.
 
-Topics are recorded in `topics.json` (name, id, partition count, leader
-epoch); each partition's log lives in `<topic>-<partition>/` as in Kafka.
-Every start is a new leadership term: the leader epoch of every partition is
-bumped and persisted, as a KRaft controller bumps it when the only replica's
-broker comes back (so clients holding the old epoch are fenced, KIP-320).
+The broker learns the cluster only from the controller's metadata log
+(KIP-500): it registers, follows the log into its `MetadataImage`, and
+after every batch of records makes each local replica leader or follower
+as the image says (ReplicaManager.applyDelta). Heartbeats keep its session;
+it serves clients once the controller has unfenced it (BrokerServer waits
+for the same). Each partition's log lives in `<topic>-<partition>/` as in
+Kafka, tagged with its topic id so a re-created topic never reuses an old
+log; high watermarks are checkpointed to `replication-offset-checkpoint`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-import re
 import shutil
-import uuid
-from dataclasses import dataclass
+from collections.abc import Coroutine
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
-from reference_broker.bugs import NO_GENERATION_FENCING
+from reference_broker.bugs import COORDINATOR_PARTIAL_LOAD, NO_GENERATION_FENCING
 from reference_broker.config import BrokerConfig
+from reference_broker.controller.image import MetadataImage, TopicInfo
+from reference_broker.controller.records import DeleteTopic, MetadataRecord, PartitionState
+from reference_broker.controller_link import ControllerLink
 from reference_broker.group import GroupConfig, GroupCoordinator
 from reference_broker.log import LogConfig, PartitionLog
 from reference_broker.log.file_io import replace_atomically
 from reference_broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
-from reference_broker.partition import Partition
+from reference_broker.partition import Partition, ReplicationConfig, now_ms
+from reference_broker.peer import PeerError
+from reference_broker.replica_fetcher import ReplicaFetcher
+from reference_broker.replication import AlterIsr
 
 log = logging.getLogger("reference_broker")
 
-# Kafka's Topic.validate: legal characters and length.
-_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-
 # Producer ids are handed out in blocks, persisted before use, so a restart
-# never reuses one (Kafka's ProducerIdManager does the same with 1000).
+# never reuses one; the node id in the high bits keeps brokers apart (Kafka
+# asks the controller for blocks instead, KIP-730).
 _PRODUCER_ID_BLOCK = 1000
+_PRODUCER_ID_NODE_SHIFT = 40
 
-
-@dataclass
-class Topic:
-    name: str
-    topic_id: str
-    partitions: list[Partition]
-
-    @property
-    def internal(self) -> bool:
-        return self.name == OFFSETS_TOPIC
-
-
-def topic_name_error(name: str) -> str | None:
-    if name in (".", ".."):
-        return f"topic name {name!r} is illegal"
-    if not _TOPIC_NAME.match(name or ""):
-        # The message is answered in a string field of at most 32767 bytes:
-        # quote no more of the name than a legal one could have.
-        shown = repr(name[:249]) + ("..." if len(name) > 249 else "")
-        return (f"topic name {shown} must be 1 to 249 characters of "
-                "ASCII letters, digits, '.', '_' and '-'")
-    return None
+CHECKPOINT = "replication-offset-checkpoint"
+# How long a client-facing topic change waits for this broker's image to
+# show it before answering anyway.
+_CATCH_UP_TIMEOUT_S = 5.0
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig):
+    def __init__(self, config: BrokerConfig, link: ControllerLink):
         self.config = config
         self.node_id = config.node_id
-        self.cluster_id = None
-        self.topics: dict[str, Topic] = {}
+        self.link = link
         self.data_dir = Path(config.data_dir)
+        self.image = MetadataImage()
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.broker_epoch = -1
+        self.fenced = True
         self.log_config = LogConfig(
             segment_bytes=config["log.segment.bytes"],
             index_interval_bytes=config["log.index.interval.bytes"],
             flush_messages=config["log.flush.interval.messages"],
             flush_ms=config["log.flush.interval.ms"])
+        self.replication = ReplicationConfig(
+            min_insync_replicas=config["min.insync.replicas"],
+            replica_lag_time_max_ms=config["replica.lag.time.max.ms"])
         self.offsets = OffsetsTopic(self)
         self.coordinator = GroupCoordinator(self.offsets, GroupConfig(
             offsets_topic_partitions=config["offsets.topic.num.partitions"],
@@ -81,121 +77,352 @@ class Broker:
             group_max_session_timeout_ms=config["group.max.session.timeout.ms"],
             group_initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
             fence_commits=NO_GENERATION_FENCING not in config.bugs))
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._checkpoint: dict[tuple[str, int], int] = {}
+        self._unfenced = asyncio.Event()
+        self._image_grew = asyncio.Event()
+        self._tasks: set[asyncio.Task] = set()
         self._next_producer_id = 0
         self._producer_id_limit = 0
 
-    # -- lifecycle -------------------------------------------------------
+    @property
+    def cluster_id(self) -> str | None:
+        return self.image.cluster_id
 
-    def open(self) -> None:
-        """Recover every partition from disk and load the group state."""
+    @property
+    def topics(self) -> dict[str, TopicInfo]:
+        return self.image.topics
+
+    # -- lifecycle (BrokerLifecycleManager) -------------------------------
+
+    async def start(self) -> None:
+        """Register, follow the metadata log, heartbeat; return once the
+        controller has unfenced this broker."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        meta = self._read_meta()
-        self.cluster_id = meta.get("cluster_id") or uuid.uuid4().hex[:22]
-        self._next_producer_id = self._producer_id_limit = meta.get("producer_id_limit", 0)
-        for name, entry in meta.get("topics", {}).items():
-            epoch = entry["leader_epoch"] + 1
-            partitions = [self._open_partition(name, i, epoch) for i in range(entry["partitions"])]
-            self.topics[name] = Topic(name, entry["id"], partitions)
-        self._write_meta()
-        if OFFSETS_TOPIC in self.topics:
-            self.offsets.load()
-        log.info("node %d open: %d topics, cluster id %s", self.node_id, len(self.topics),
-                 self.cluster_id)
+        self._checkpoint = _read_checkpoint(self.data_dir / CHECKPOINT)
+        ids = self._read_producer_ids()
+        self._next_producer_id = self._producer_id_limit = ids
+        await self._register()
+        self._spawn(self._follow_metadata())
+        self._spawn(self._heartbeats())
+        while not self._unfenced.is_set():
+            try:
+                await asyncio.wait_for(self._unfenced.wait(), 10)
+            except asyncio.TimeoutError:
+                log.warning("node %d: still fenced by the controller after 10 s", self.node_id)
+        self._spawn(self._shrink_isrs())
+        self._spawn(self._checkpoint_high_watermarks())
+        log.info("node %d unfenced: %d partition replicas, cluster id %s", self.node_id,
+                 len(self.partitions), self.cluster_id)
         if self.config.bugs:
             log.warning("bug switches on: %s", ", ".join(sorted(self.config.bugs)))
 
-    def close(self) -> None:
-        for topic in self.topics.values():
-            for partition in topic.partitions:
-                partition.log.close()
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for fetcher in self.fetchers.values():
+            fetcher.close()
+        await self.coordinator.close()
+        self._write_checkpoint()
+        for partition in self.partitions.values():
+            partition.log.close()
 
-    def _open_partition(self, topic: str, index: int, leader_epoch: int) -> Partition:
-        log_dir = self.data_dir / f"{topic}-{index}"
-        partition = Partition(topic, index, PartitionLog.open(log_dir, self.log_config),
-                              leader_epoch, self.config.bugs)
-        # KAFKA-7415: a new leader caches (epoch, LEO) at election, so
-        # OffsetForLeaderEpoch answers for the new epoch before any append.
-        partition.log.assign_epoch_start_offset(leader_epoch, partition.log.log_end_offset)
+    def _spawn(self, coroutine: Coroutine) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _register(self) -> None:
+        host, port = self.config.advertise
+        while True:
+            try:
+                self.broker_epoch = await self.link.register(self.node_id, host, port)
+                log.info("node %d registered, broker epoch %d", self.node_id, self.broker_epoch)
+                return
+            except PeerError as e:
+                log.warning("node %d: cannot register with the controller: %s", self.node_id, e)
+                await asyncio.sleep(0.5)
+
+    async def _heartbeats(self) -> None:
+        interval = self.config["broker.heartbeat.interval.ms"] / 1000
+        while True:
+            # A fenced broker asks again soon: it is unfenced once caught up.
+            await asyncio.sleep(min(interval, 0.05) if self.fenced else interval)
+            try:
+                error, fenced = await self.link.heartbeat(
+                    self.node_id, self.broker_epoch, want_fence=False,
+                    metadata_offset=self.image.offset)
+            except PeerError as e:
+                log.warning("node %d: heartbeat failed: %s", self.node_id, e)
+                continue
+            if error == ErrorCode.stale_broker_epoch:
+                log.warning("node %d: broker epoch %d is stale; registering again",
+                            self.node_id, self.broker_epoch)
+                await self._register()
+                continue
+            if fenced != self.fenced:
+                log.info("node %d %s", self.node_id, "fenced" if fenced else "unfenced")
+            self.fenced = fenced
+            if not fenced:
+                self._unfenced.set()
+
+    async def _follow_metadata(self) -> None:
+        while True:
+            try:
+                records = await self.link.read_log(self.image.offset, 1.0)
+            except PeerError as e:
+                log.warning("node %d: cannot follow the metadata log: %s", self.node_id, e)
+                await asyncio.sleep(0.2)
+                continue
+            if records:
+                self.apply_metadata(records)
+
+    # -- following the metadata (ReplicaManager.applyDelta) ---------------
+
+    def apply_metadata(self, records: list[MetadataRecord]) -> None:
+        for record in records:
+            self.image.apply(record)
+            if isinstance(record, DeleteTopic):
+                self._drop_topic(record.name)
+        self._reconcile()
+        self._image_grew.set()
+        self._image_grew = asyncio.Event()
+
+    def _reconcile(self) -> None:
+        now = now_ms()
+        for state in self.image.partitions_of(self.node_id):
+            key = (state.topic, state.partition)
+            partition = self.partitions.get(key) or self._open_partition(state)
+            was_leader = partition.is_leader
+            if state.leader == self.node_id:
+                if not was_leader or partition.leader_epoch != state.leader_epoch:
+                    partition.become_leader(state, now)
+                    log.info("%s: leader in epoch %d, ISR %s", partition, state.leader_epoch,
+                             state.isr)
+                elif state.partition_epoch > partition.leader.partition_epoch:
+                    partition.isr_changed(state, now)
+                else:
+                    partition.state = state
+            elif partition.follower is None or was_leader \
+                    or partition.leader_epoch != state.leader_epoch \
+                    or partition.follower.leader_id != state.leader:
+                partition.become_follower(state)
+                log.info("%s: follower of %d in epoch %d", partition, state.leader,
+                         state.leader_epoch)
+            else:
+                partition.state = state
+            if state.topic == OFFSETS_TOPIC and was_leader != partition.is_leader:
+                self._move_coordinator(partition)
+        self._assign_fetchers()
+
+    def _open_partition(self, state: PartitionState) -> Partition:
+        topic_id = self.image.topics[state.topic].topic_id
+        log_dir = self.data_dir / f"{state.topic}-{state.partition}"
+        tag = log_dir / "partition.metadata"
+        if log_dir.exists() and (not tag.exists() or _tagged_id(tag) != topic_id):
+            # A log of an older topic of the same name (Kafka's
+            # partition.metadata check, KIP-516): never mix the two.
+            log.warning("%s: removing a log of another topic id", log_dir.name)
+            shutil.rmtree(log_dir)
+        log_dir.mkdir(parents=True, exist_ok=True)
+        if not tag.exists():
+            replace_atomically(tag, f"version: 0\ntopic_id: {topic_id}\n".encode())
+        key = (state.topic, state.partition)
+        partition = Partition(state.topic, state.partition,
+                              PartitionLog.open(log_dir, self.log_config), node_id=self.node_id,
+                              replication=self.replication, bugs=self.config.bugs,
+                              high_watermark=self._checkpoint.get(key, 0))
+        self.partitions[key] = partition
         return partition
 
-    # -- metadata --------------------------------------------------------
-
-    def _read_meta(self) -> dict:
-        path = self.data_dir / "topics.json"
-        return json.loads(path.read_text()) if path.exists() else {}
-
-    def _write_meta(self) -> None:
-        meta = {
-            "cluster_id": self.cluster_id,
-            "producer_id_limit": self._producer_id_limit,
-            "topics": {t.name: {"id": t.topic_id, "partitions": len(t.partitions),
-                                "leader_epoch": t.partitions[0].leader_epoch if t.partitions
-                                else 0}
-                       for t in self.topics.values()},
-        }
-        replace_atomically(self.data_dir / "topics.json", json.dumps(meta, indent=1).encode())
-
-    def create_topic(self, name: str, partitions: int, replication_factor: int,
-                     validate_only: bool = False) -> tuple[ErrorCode, str | None]:
-        if name in self.topics:
-            return ErrorCode.topic_already_exists, f"topic {name!r} already exists"
-        problem = topic_name_error(name)
-        if problem:
-            return ErrorCode.invalid_topic_exception, problem
-        if partitions == -1:
-            partitions = self.config["num.partitions"]
-        if replication_factor == -1:
-            replication_factor = self.config["default.replication.factor"]
-        if partitions < 1:
-            return ErrorCode.invalid_partitions, f"{partitions} partitions: must be at least 1"
-        if replication_factor != 1:
-            return (ErrorCode.invalid_replication_factor,
-                    f"replication factor {replication_factor} > 1 live broker")
-        if validate_only:
-            return ErrorCode.none, None
-        topic = Topic(name, str(uuid.uuid4()),
-                      [self._open_partition(name, i, 0) for i in range(partitions)])
-        self.topics[name] = topic
-        self._write_meta()
-        log.info("created topic %s with %d partitions", name, partitions)
-        return ErrorCode.none, None
-
-    def delete_topic(self, name: str) -> ErrorCode:
-        topic = self.topics.get(name)
-        if topic is None:
-            return ErrorCode.unknown_topic_or_partition
-        if topic.internal:
-            return ErrorCode.topic_authorization_failed
-        del self.topics[name]
-        self._write_meta()
-        for partition in topic.partitions:
+    def _drop_topic(self, name: str) -> None:
+        for key in [k for k in self.partitions if k[0] == name]:
+            partition = self.partitions.pop(key)
+            if partition.is_leader and name == OFFSETS_TOPIC:
+                self.coordinator.unload(partition.index)
+            partition.become_follower(PartitionState(name, partition.index, (), (), -1,
+                                                     partition.leader_epoch + 1, 0))
             partition.log.close()
             shutil.rmtree(self.data_dir / f"{name}-{partition.index}", ignore_errors=True)
         log.info("deleted topic %s", name)
-        return ErrorCode.none
 
-    def topic_for_client(self, name: str, allow_auto_create: bool) -> Topic | None:
+    def _move_coordinator(self, partition: Partition) -> None:
+        """The group coordinator follows the `__consumer_offsets` leader: a
+        new leader replays the partition before serving its groups
+        (COORDINATOR_LOAD_IN_PROGRESS meanwhile); a deposed one unloads."""
+        if not partition.is_leader:
+            self.coordinator.unload(partition.index)
+            return
+        self.coordinator.begin_load(partition.index)
+        leader = partition.leader
+
+        def load() -> None:
+            if partition.leader is not leader:
+                return      # deposed before the load ran
+            self.coordinator.load(partition.index, self.offsets.records_of(
+                partition, partial=COORDINATOR_PARTIAL_LOAD in self.config.bugs))
+
+        asyncio.get_running_loop().call_soon(load)
+
+    def _assign_fetchers(self) -> None:
+        leaders = {p.follower.leader_id for p in self.partitions.values()
+                   if p.follower is not None and p.follower.leader_id >= 0}
+        for leader_id in leaders - set(self.fetchers):
+            self.fetchers[leader_id] = ReplicaFetcher(self, leader_id)
+        for fetcher in self.fetchers.values():
+            fetcher.wake()
+
+    # -- ISR changes (AlterPartition) -------------------------------------
+
+    def propose(self, partition: Partition, change: AlterIsr | None) -> None:
+        if change is not None:
+            self._spawn(self._send_alter(partition, change))
+
+    async def _send_alter(self, partition: Partition, change: AlterIsr) -> None:
+        leader = partition.leader
+        while partition.leader is leader and leader is not None and leader.pending is change:
+            try:
+                error, state = await self.link.alter_partition(
+                    self.node_id, self.broker_epoch, partition.topic, partition.index,
+                    change.leader_epoch, change.partition_epoch, change.new_isr)
+            except PeerError as e:
+                log.warning("%s: AlterPartition failed, retrying: %s", partition, e)
+                await asyncio.sleep(0.2)
+                continue
+            if partition.leader is not leader:
+                return
+            if error == ErrorCode.none:
+                log.info("%s: ISR now %s (partition epoch %d)", partition, state.isr,
+                         state.partition_epoch)
+                leader.on_isr_committed(state.isr, state.partition_epoch, now_ms())
+                partition.isr_changed(partition.state, now_ms())
+            else:
+                log.info("%s: AlterPartition %s refused: %s", partition, change.new_isr,
+                         error.name)
+                leader.on_isr_rejected(error)
+            return
+
+    async def _shrink_isrs(self) -> None:
+        """Partition.maybeShrinkIsr every replica.lag.time.max.ms / 2."""
+        interval = self.config["replica.lag.time.max.ms"] / 2000
+        while True:
+            await asyncio.sleep(interval)
+            now = now_ms()
+            for partition in list(self.partitions.values()):
+                if partition.leader is not None:
+                    self.propose(partition, partition.leader.maybe_shrink(now))
+
+    # -- high watermark checkpoint ----------------------------------------
+
+    async def _checkpoint_high_watermarks(self) -> None:
+        interval = self.config["replica.high.watermark.checkpoint.interval.ms"] / 1000
+        while True:
+            await asyncio.sleep(interval)
+            self._write_checkpoint()
+
+    def _write_checkpoint(self) -> None:
+        """Kafka's OffsetCheckpointFile format: version, count, then
+        `topic partition offset` lines."""
+        lines = [f"{t} {i} {p.high_watermark}" for (t, i), p in sorted(self.partitions.items())]
+        replace_atomically(self.data_dir / CHECKPOINT,
+                           "\n".join(["0", str(len(lines)), *lines, ""]).encode())
+
+    # -- topics, for clients ----------------------------------------------
+
+    async def create_topics(self, topics: list[tuple[str, int, int]], validate_only: bool
+                            ) -> list[tuple[ErrorCode, str | None]]:
+        try:
+            results = await self.link.create_topics(topics, validate_only)
+        except PeerError as e:
+            return [(ErrorCode.request_timed_out, f"controller unreachable: {e}")] * len(topics)
+        await self._image_has(lambda: all(name in self.image.topics
+                                          for (name, _, _), (error, _) in zip(topics, results)
+                                          if error == ErrorCode.none and not validate_only))
+        return results
+
+    async def delete_topics(self, names: list[str]) -> list[ErrorCode]:
+        internal = {name for name in names if name == OFFSETS_TOPIC}
+        wanted = [name for name in names if name not in internal]
+        try:
+            results = dict(zip(wanted, await self.link.delete_topics(wanted))) if wanted else {}
+        except PeerError:
+            results = {name: ErrorCode.request_timed_out for name in wanted}
+        await self._image_has(lambda: not any(name in self.image.topics for name in wanted
+                                              if results[name] == ErrorCode.none))
+        return [ErrorCode.topic_authorization_failed if name in internal else results[name]
+                for name in names]
+
+    async def _image_has(self, condition) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _CATCH_UP_TIMEOUT_S
+        while not condition() and loop.time() < deadline:
+            try:
+                await asyncio.wait_for(self._image_grew.wait(), deadline - loop.time())
+            except asyncio.TimeoutError:
+                return
+
+    async def topic_for_client(self, name: str, allow_auto_create: bool) -> TopicInfo | None:
         """The topic, created on first mention when auto.create.topics.enable
         allows (Kafka's auto topic creation on Metadata)."""
-        topic = self.topics.get(name)
+        from reference_broker.topic_names import topic_name_error
+        topic = self.image.topics.get(name)
         if topic is None and allow_auto_create and self.config["auto.create.topics.enable"] \
                 and topic_name_error(name) is None and name != OFFSETS_TOPIC:
-            self.create_topic(name, -1, -1)
-            topic = self.topics.get(name)
+            await self.create_topics([(name, -1, -1)], False)
+            topic = self.image.topics.get(name)
         return topic
 
     def partition(self, topic: str, index: int) -> Partition | None:
-        t = self.topics.get(topic)
-        if t is None or not 0 <= index < len(t.partitions):
-            return None
-        return t.partitions[index]
+        """This broker's replica of the partition, if it hosts one."""
+        return self.partitions.get((topic, index))
+
+    def missing_partition_error(self, topic: str, index: int) -> ErrorCode:
+        """Why partition() gave None: the partition does not exist, or
+        another broker hosts it."""
+        if self.image.partition(topic, index) is None:
+            return ErrorCode.unknown_topic_or_partition
+        return ErrorCode.not_leader_or_follower
+
+    def live_brokers(self) -> list:
+        return [b for b in sorted(self.image.brokers.values(), key=lambda b: b.broker_id)
+                if not b.fenced]
 
     # -- producers -------------------------------------------------------
+
+    def _read_producer_ids(self) -> int:
+        path = self.data_dir / "producer-ids.json"
+        return json.loads(path.read_text())["limit"] if path.exists() else 0
 
     def allocate_producer_id(self) -> int:
         if self._next_producer_id >= self._producer_id_limit:
             self._producer_id_limit += _PRODUCER_ID_BLOCK
-            self._write_meta()
+            replace_atomically(self.data_dir / "producer-ids.json",
+                               json.dumps({"limit": self._producer_id_limit}).encode())
         producer_id = self._next_producer_id
         self._next_producer_id += 1
-        return producer_id
+        return (self.node_id << _PRODUCER_ID_NODE_SHIFT) + producer_id
+
+
+def _tagged_id(path: Path) -> str | None:
+    for line in path.read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "topic_id":
+            return value.strip()
+    return None
+
+
+def _read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """Kafka's checkpoint file; unreadable means none (HWs then start at the
+    log start and come back from the leaders)."""
+    try:
+        lines = path.read_text().splitlines()
+        count = int(lines[1])
+        entries = {}
+        for line in lines[2:2 + count]:
+            topic, index, offset = line.split()
+            entries[(topic, int(index))] = int(offset)
+        return entries
+    except (OSError, ValueError, IndexError):
+        return {}

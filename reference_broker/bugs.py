@@ -10,6 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from reference_broker.replication import (
+    ACKS_ALL_IGNORES_MIN_ISR, EPOCH_LOOKUP_V0, HW_ADVANCES_UNDER_MIN_ISR,
+    ISR_EXPAND_BELOW_EPOCH_START, STALE_HW_AFTER_FAILOVER, TRUNCATE_TO_LOCAL_HW,
+)
+
 
 @dataclass(frozen=True)
 class Bug:
@@ -22,8 +27,42 @@ DEDUP_WINDOW_ONE = "dedup-window-one"
 NO_GENERATION_FENCING = "no-generation-fencing"
 NO_IDEMPOTENT_DEDUP = "no-idempotent-dedup"
 NO_LEADER_EPOCH_FENCING = "no-leader-epoch-fencing"
+FETCH_ABOVE_HW = "fetch-above-hw"
+OFFSETS_COMMIT_ACKS_ONE = "offsets-commit-acks-one"
+COORDINATOR_PARTIAL_LOAD = "coordinator-partial-load"
 
 CATALOGUE: dict[str, Bug] = {bug.name: bug for bug in (
+    Bug(ACKS_ALL_IGNORES_MIN_ISR,
+        "acks=all is answered by whatever the ISR is, even the leader alone "
+        "(min.insync.replicas ignored)",
+        "pre-0.8.2, KAFKA-1555"),
+    Bug(TRUNCATE_TO_LOCAL_HW,
+        "a new follower cuts its log at its own high watermark and fetches without epochs",
+        "KAFKA-1211 / KIP-101"),
+    Bug(EPOCH_LOOKUP_V0,
+        "the leader answers a follower's epoch lookup with an offset only, "
+        "not the epoch it belongs to",
+        "KAFKA-6361 / KIP-279"),
+    Bug(ISR_EXPAND_BELOW_EPOCH_START,
+        "a follower rejoins the ISR at the high watermark even below the leader's "
+        "epoch start offset",
+        "KAFKA-7128"),
+    Bug(STALE_HW_AFTER_FAILOVER,
+        "a new leader answers ListOffsets(latest) with its stale high watermark",
+        "KAFKA-2334 / KIP-207"),
+    Bug(HW_ADVANCES_UNDER_MIN_ISR,
+        "the high watermark advances while the ISR is below min.insync.replicas",
+        "KAFKA-15583 / KIP-966"),
+    Bug(FETCH_ABOVE_HW,
+        "consumers read up to the log end, past the high watermark",
+        "dirty reads"),
+    Bug(OFFSETS_COMMIT_ACKS_ONE,
+        "OffsetCommit is answered after the coordinator's own append, not the ISR's",
+        "commits not replicated"),
+    Bug(COORDINATOR_PARTIAL_LOAD,
+        "a new group coordinator replays only the first offsets.load.buffer.size bytes "
+        "of its partition",
+        "KAFKA-5600"),
     Bug(DEDUP_WINDOW_ONE,
         "the idempotent producer's dedup window keeps the last batch only, not 5",
         "Kafka 0.11.0's single-batch cache"),

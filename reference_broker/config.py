@@ -39,6 +39,17 @@ SETTINGS = {
     "group.initial.rebalance.delay.ms": (int, 3000),
     "group.min.session.timeout.ms": (int, 6000),
     "group.max.session.timeout.ms": (int, 1800000),
+    "offsets.topic.replication.factor": (int, 3),   # capped by the brokers registered
+    "offsets.commit.timeout.ms": (int, 5000),
+    "offsets.load.buffer.size": (int, 5242880),
+    "min.insync.replicas": (int, 1),
+    "unclean.leader.election.enable": (_bool, False),
+    "replica.lag.time.max.ms": (int, 30000),
+    "replica.fetch.wait.max.ms": (int, 500),
+    "replica.fetch.max.bytes": (int, 1048576),
+    "replica.high.watermark.checkpoint.interval.ms": (int, 5000),
+    "broker.session.timeout.ms": (int, 9000),
+    "broker.heartbeat.interval.ms": (int, 2000),
 }
 
 
@@ -74,6 +85,20 @@ class BrokerConfig:
     data_dir: Path
     settings: dict = field(default_factory=lambda: parse_settings([]))
     bugs: frozenset[str] = frozenset()  # bug switches (bugs.py), validated by parse_bugs
+    # KRaft's process.roles: a broker, a controller, or both in one process.
+    process_roles: frozenset[str] = frozenset({"broker", "controller"})
+    controller: tuple[str, int] | None = None   # where a broker-only node's controller is
+
+    def __post_init__(self) -> None:
+        unknown = set(self.process_roles) - {"broker", "controller"}
+        if unknown or not self.process_roles:
+            raise ValueError(f"--process-roles {','.join(sorted(self.process_roles))!r}: "
+                             "expected broker, controller or broker,controller")
+        if "controller" in self.process_roles and self.controller is not None:
+            raise ValueError("--controller names another node's controller, but this node "
+                             "has the controller role: drop one of them")
+        if "controller" not in self.process_roles and self.controller is None:
+            raise ValueError("a broker-only node needs --controller HOST:PORT")
 
     def __getitem__(self, key: str):
         return self.settings[key]

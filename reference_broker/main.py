@@ -23,6 +23,11 @@ def parser(prog: str = "python -m reference_broker") -> argparse.ArgumentParser:
     p.add_argument("--data-dir", required=True, type=Path, help="where logs and state live")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="a Kafka setting (repeatable): " + ", ".join(sorted(SETTINGS)))
+    p.add_argument("--process-roles", default=None, metavar="ROLES",
+                   help="broker, controller or broker,controller (default: broker,controller "
+                        "without --controller, broker with it)")
+    p.add_argument("--controller", metavar="HOST:PORT",
+                   help="the controller of a broker-only node")
     p.add_argument("--bug", action="append", default=[], metavar="NAME",
                    help="re-create a historical bug (repeatable; see --list-bugs)")
     p.add_argument("--list-bugs", action="store_true",
@@ -36,9 +41,14 @@ def parser(prog: str = "python -m reference_broker") -> argparse.ArgumentParser:
 def config_from(args: argparse.Namespace) -> BrokerConfig:
     listen = parse_address(args.listen, "--listen")
     advertise = parse_address(args.advertise, "--advertise") if args.advertise else listen
+    controller = parse_address(args.controller, "--controller") if args.controller else None
+    if args.process_roles is None:
+        roles = frozenset({"broker"} if controller else {"broker", "controller"})
+    else:
+        roles = frozenset(r.strip() for r in args.process_roles.split(","))
     return BrokerConfig(node_id=args.node_id, listen=listen, advertise=advertise,
                         data_dir=args.data_dir, settings=parse_settings(args.config),
-                        bugs=parse_bugs(args.bug))
+                        bugs=parse_bugs(args.bug), process_roles=roles, controller=controller)
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m reference_broker") -> int:
@@ -53,13 +63,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m reference_broker"
         p.error(str(e))
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from reference_broker.broker import Broker
+    from reference_broker.node import Node
     from reference_broker.server import serve
 
     async def run() -> None:
-        broker = Broker(config)
-        broker.open()
-        await serve(broker)
+        await serve(Node(config))
 
     try:
         asyncio.run(run())

@@ -2,28 +2,33 @@
 written through the same log as every other partition.
 
 The coordinator hands over key/value records (Kafka's own formats); they go
-into one uncompressed record batch per call, appended as leader. On a single
-node acks=all is the leader's append; the replication issue makes this wait
-for the ISR. On start every partition is replayed into the coordinator
-before the broker serves (Kafka's GroupMetadataManager loads the same way).
+into one uncompressed record batch per call, appended as leader with
+acks=all. The topic is replicated like any other; when this broker becomes
+leader of one of its partitions the broker replays it into the coordinator
+(Kafka's GroupMetadataManager loads the same way), and unloads it when
+leadership moves on.
 """
 
 from __future__ import annotations
 
 import io
 import time
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from kio.records.readers import read_batch
 from kio.records.schema import NewRecordBatch, Record
 from kio.records.writers import write_new_batch
+from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32, i64
 
+from reference_broker.bugs import OFFSETS_COMMIT_ACKS_ONE
 from reference_broker.group import StoreError
 
 if TYPE_CHECKING:
     from reference_broker.broker import Broker
+    from reference_broker.partition import Partition
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -52,23 +57,46 @@ class OffsetsTopic:
     def __init__(self, broker: "Broker"):
         self._broker = broker
 
-    def ensure(self) -> None:
-        """Create the topic on first use, as Kafka does on FindCoordinator."""
+    async def ensure(self) -> None:
+        """Create the topic on first use, as Kafka does on FindCoordinator,
+        with offsets.topic.replication.factor capped by the brokers
+        registered (so a small cluster still gets one)."""
         broker = self._broker
         if OFFSETS_TOPIC not in broker.topics:
-            broker.create_topic(OFFSETS_TOPIC, broker.config["offsets.topic.num.partitions"], 1)
-            for partition in broker.topics[OFFSETS_TOPIC].partitions:
-                broker.coordinator.load(partition.index, ())
+            replication = min(broker.config["offsets.topic.replication.factor"],
+                              max(1, len(broker.image.brokers)))
+            await broker.create_topics(
+                [(OFFSETS_TOPIC, broker.config["offsets.topic.num.partitions"], replication)],
+                False)
 
     async def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
-        self.ensure()
-        target = self._broker.partition(OFFSETS_TOPIC, partition)
-        result = target.append(encode_batch(records), max_batch_bytes=2 ** 31 - 1)
+        """Append as leader, then wait for the ISR (acks=all) up to
+        offsets.commit.timeout.ms — unless the `offsets-commit-acks-one`
+        bug answers after the leader's own append."""
+        broker = self._broker
+        target = broker.partition(OFFSETS_TOPIC, partition)
+        if target is None:
+            raise StoreError(ErrorCode.not_leader_or_follower)
+        result = target.append(encode_batch(records), max_batch_bytes=2 ** 31 - 1, acks=-1)
         if result.error:
             raise StoreError(result.error)
+        if OFFSETS_COMMIT_ACKS_ONE in broker.config.bugs:
+            return
+        verdict = await target.wait_replicated(
+            result.last_offset, broker.config["offsets.commit.timeout.ms"] / 1000)
+        if verdict:
+            raise StoreError(verdict)
 
-    def load(self) -> None:
-        broker = self._broker
-        for partition in broker.topics[OFFSETS_TOPIC].partitions:
-            broker.coordinator.load(partition.index, (
-                record for _, raw in partition.log.batches() for record in decode_batch(raw)))
+    def records_of(self, partition: "Partition", *, partial: bool = False
+                   ) -> Iterator[tuple[bytes, bytes | None]]:
+        """Every (key, value) of the partition in log order, to replay. With
+        `partial` (the coordinator-partial-load bug, KAFKA-5600) only the
+        batches within the first offsets.load.buffer.size bytes: the
+        loader's first read, as if it were the whole log."""
+        budget = self._broker.config["offsets.load.buffer.size"]
+        read = 0
+        for _, raw in partition.log.batches():
+            if partial and read and read + len(raw) > budget:
+                return
+            read += len(raw)
+            yield from decode_batch(raw)

@@ -1,29 +1,39 @@
-"""One partition replica: its log, its producers, its leader epoch and high
-watermark, and who is waiting for it to grow.
+"""One partition replica on this broker: its log, its producers, its role —
+leader, follower or neither — and who is waiting for it to grow.
 
-On a single node the leader is the whole ISR, so the high watermark is the
-log end offset after every append (Kafka: HW = min LEO over the ISR). The
-replication issue replaces that with follower state; the rest of the broker
-only ever asks `high_watermark`.
+The role comes from the metadata image (Kafka's Partition.makeLeader /
+makeFollower). As leader it appends clients' batches and keeps a
+`LeaderState` (follower LEOs, high watermark, ISR proposals, acks=all
+waiters); as follower a `FollowerState` applies what the replica fetcher
+brings. The high watermark is whichever role's, or the checkpointed one
+while the replica has no role yet.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
+from reference_broker.bugs import (
+    DEDUP_WINDOW_ONE, FETCH_ABOVE_HW, NO_IDEMPOTENT_DEDUP, NO_LEADER_EPOCH_FENCING,
+)
+from reference_broker.controller.records import PartitionState
 from reference_broker.log import (
     CorruptRecordError, InvalidRecordError, PartitionLog, parse_batches, validate_client_batches,
 )
-from reference_broker.bugs import DEDUP_WINDOW_ONE, NO_IDEMPOTENT_DEDUP, NO_LEADER_EPOCH_FENCING
 from reference_broker.producer_state import (
     BATCHES_TO_RETAIN, DuplicateSequence, InvalidProducerEpoch, OutOfOrderSequence, ProducerState,
 )
-
+from reference_broker.replication import AlterIsr, FetchedPartition, FollowerState, LeaderState
 
 READ_COMMITTED = 1  # Fetch and ListOffsets isolation_level
+
+
+def now_ms() -> int:
+    return int(time.monotonic() * 1000)
 
 
 @dataclass(frozen=True)
@@ -32,25 +42,98 @@ class ProduceResult:
     base_offset: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    last_offset: int = -1
+
+
+@dataclass(frozen=True)
+class ReplicationConfig:
+    """The broker settings a leader needs (Kafka's names)."""
+    min_insync_replicas: int = 1
+    replica_lag_time_max_ms: int = 30000
 
 
 class Partition:
-    def __init__(self, topic: str, index: int, log: PartitionLog, leader_epoch: int,
-                 bugs: frozenset[str] = frozenset()):
+    def __init__(self, topic: str, index: int, log: PartitionLog, *, node_id: int = 0,
+                 replication: ReplicationConfig = ReplicationConfig(),
+                 bugs: frozenset[str] = frozenset(), high_watermark: int = 0):
         self.topic = topic
         self.index = index
         self.log = log
-        self.leader_epoch = leader_epoch
+        self.node_id = node_id
+        self.replication = replication
+        self.bugs = bugs
         self.fence_epochs = NO_LEADER_EPOCH_FENCING not in bugs
         self.deduplicate = NO_IDEMPOTENT_DEDUP not in bugs
+        self._retain = 1 if DEDUP_WINDOW_ONE in bugs else BATCHES_TO_RETAIN
         # KIP-98: producer state lives with the log and is rebuilt from it.
-        self.producers = ProducerState.rebuild(
-            log.headers(), retain=1 if DEDUP_WINDOW_ONE in bugs else BATCHES_TO_RETAIN)
+        self.producers = ProducerState.rebuild(log.headers(), retain=self._retain)
+        self.state: PartitionState | None = None     # as the metadata image has it
+        self.leader_epoch = -1
+        self.leader: LeaderState | None = None
+        self.follower: FollowerState | None = None
+        self._checkpoint_hw = high_watermark
         self._waiters: list[asyncio.Future] = []
+
+    def __repr__(self) -> str:
+        return f"{self.topic}-{self.index}"
+
+    # -- roles (Partition.makeLeader / makeFollower) ---------------------
+
+    def become_leader(self, state: PartitionState, now: int) -> None:
+        """Lead in `state.leader_epoch`. The epoch's start offset is our LEO,
+        cached now so OffsetForLeaderEpoch answers for the new epoch before
+        any append (KAFKA-7415)."""
+        high_watermark = self.high_watermark
+        self._stop_role()
+        self.state, self.leader_epoch = state, state.leader_epoch
+        end = self.log.log_end_offset
+        self.log.assign_epoch_start_offset(state.leader_epoch, end)
+        self.leader = LeaderState(
+            replica_id=self.node_id, replicas=state.replicas, isr=state.isr,
+            leader_epoch=state.leader_epoch, partition_epoch=state.partition_epoch,
+            log_end_offset=end, high_watermark=high_watermark, epoch_start_offset=end,
+            min_insync_replicas=self.replication.min_insync_replicas,
+            replica_lag_time_max_ms=self.replication.replica_lag_time_max_ms,
+            now_ms=now, bugs=self.bugs)
+        self._wake()
+
+    def become_follower(self, state: PartitionState) -> None:
+        """Follow `state.leader` (-1: nobody to fetch from yet). The log is
+        kept whole; truncation happens on fetch (KIP-320)."""
+        high_watermark = self.high_watermark
+        self._stop_role()
+        self.state, self.leader_epoch = state, state.leader_epoch
+        end = self.log.log_end_offset
+        self.follower = FollowerState(leader_id=state.leader, leader_epoch=state.leader_epoch,
+                                      log=self.log, high_watermark=high_watermark,
+                                      bugs=self.bugs)
+        if self.log.log_end_offset != end:
+            self._rebuild_producers()   # truncate-to-local-hw cut the log
+
+    def isr_changed(self, state: PartitionState, now: int) -> None:
+        """Metadata brought a newer state in the same leader epoch."""
+        self.state = state
+        if self.leader is not None:
+            self.leader.on_isr_committed(state.isr, state.partition_epoch, now)
+            self._wake()
+
+    def _stop_role(self) -> None:
+        if self.leader is not None:
+            self.leader.step_down()
+        self.leader = self.follower = None
+        self._wake()    # long-polling fetches re-check and answer NOT_LEADER_OR_FOLLOWER
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader is not None
 
     @property
     def high_watermark(self) -> int:
-        return self.log.log_end_offset
+        if self.leader is not None:
+            return self.leader.high_watermark
+        if self.follower is not None:
+            return self.follower.high_watermark
+        return max(self.log.log_start_offset, min(self._checkpoint_hw, self.log.log_end_offset))
 
     @property
     def last_stable_offset(self) -> int:
@@ -59,14 +142,40 @@ class Partition:
 
     def readable_end(self, isolation_level: int) -> int:
         """Where a consumer's reads stop: the last stable offset under
-        read_committed (isolation level 1), else the high watermark."""
+        read_committed (isolation level 1), else the high watermark — or,
+        under the `fetch-above-hw` bug, the log end: records no ISR has
+        confirmed, which a failover can take back."""
+        if FETCH_ABOVE_HW in self.bugs:
+            return self.log.log_end_offset
         return self.last_stable_offset if isolation_level == READ_COMMITTED \
             else self.high_watermark
 
-    def append(self, records: bytes, max_batch_bytes: int) -> ProduceResult:
+    # -- checks ----------------------------------------------------------
+
+    def check_epoch(self, current_leader_epoch: int) -> ErrorCode:
+        """KIP-320: a request that names an epoch must name ours."""
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch \
+                or not self.fence_epochs:
+            return ErrorCode.none
+        if current_leader_epoch < self.leader_epoch:
+            return ErrorCode.fenced_leader_epoch
+        return ErrorCode.unknown_leader_epoch
+
+    def leader_error(self, current_leader_epoch: int = -1) -> ErrorCode:
+        """ReplicaManager.getPartitionOrException + localLogWithEpochOrException:
+        the epoch first, then leadership."""
+        return self.check_epoch(current_leader_epoch) or (
+            ErrorCode.none if self.is_leader else ErrorCode.not_leader_or_follower)
+
+    # -- the leader's side -----------------------------------------------
+
+    def append(self, records: bytes, max_batch_bytes: int, acks: int = 1) -> ProduceResult:
         """Append one Produce request's batches for this partition, all or
         none: every batch is validated (framing, CRC, size, sequence) before
-        any is written."""
+        any is written. acks=all is refused before anything is written when
+        the ISR is below min.insync.replicas (NOT_ENOUGH_REPLICAS)."""
+        if self.leader is None:
+            return ProduceResult(ErrorCode.not_leader_or_follower)
         try:
             headers = parse_batches(records)
             # Kafka's LogValidator: one v2 batch per partition, counts that
@@ -84,6 +193,10 @@ class Partition:
             if header.size > max_batch_bytes:
                 return ProduceResult(ErrorCode.message_too_large,
                                      message=f"batch of {header.size} bytes > message.max.bytes")
+        if acks == -1:
+            error = self.leader.acks_all_check()
+            if error:
+                return ProduceResult(error, message="the ISR is below min.insync.replicas")
         retry = False
         try:
             for header in headers:
@@ -92,9 +205,10 @@ class Partition:
             # A retry of a batch already in the log gets its original
             # offsets and nothing is appended (KIP-98; like UnifiedLog's
             # analyzeAndValidateProducerState, the first duplicate answers
-            # for the whole request).
+            # for the whole request). acks=all still waits for it.
             if self.deduplicate:
-                return ProduceResult(ErrorCode.none, dup.first_offset, self.log.log_start_offset)
+                return ProduceResult(ErrorCode.none, dup.first_offset, self.log.log_start_offset,
+                                     last_offset=dup.last_offset)
             retry = True  # bug switch no-idempotent-dedup: written again
         except OutOfOrderSequence as e:
             return ProduceResult(ErrorCode.out_of_order_sequence_number, message=str(e))
@@ -104,11 +218,55 @@ class Partition:
         if not retry:  # a re-written retry leaves the producer's sequence where it was
             for header in info.batches:
                 self.producers.record(header)
+        self.leader.on_append(self.log.log_end_offset, now_ms())
         self._wake()
-        return ProduceResult(ErrorCode.none, info.first_offset, self.log.log_start_offset)
+        return ProduceResult(ErrorCode.none, info.first_offset, self.log.log_start_offset,
+                             last_offset=info.last_offset)
+
+    async def wait_replicated(self, last_offset: int, timeout_s: float) -> ErrorCode:
+        """acks=all: until the HW passes `last_offset` (DelayedProduce)."""
+        if self.leader is None:
+            return ErrorCode.not_leader_or_follower
+        future = self.leader.wait_for(last_offset)
+        try:
+            return await asyncio.wait_for(future, timeout_s)
+        except asyncio.TimeoutError:
+            return ErrorCode.request_timed_out
+
+    def on_follower_fetch(self, follower_id: int, fetch_offset: int) -> AlterIsr | None:
+        """A follower fetched at its LEO; wakes consumers if the HW moved."""
+        before = self.leader.high_watermark
+        expansion = self.leader.on_follower_fetch(follower_id, fetch_offset, now_ms())
+        if self.leader.high_watermark != before:
+            self._wake()
+        return expansion
+
+    # -- the follower's side ---------------------------------------------
+
+    def apply_fetched(self, fetched: FetchedPartition) -> None:
+        """The leader's answer to our fetch, applied to the log and producers."""
+        end = self.log.log_end_offset
+        self.follower.apply(fetched)
+        if self.log.log_end_offset < end:
+            self._rebuild_producers()   # cut at a divergence
+        elif self.log.log_end_offset > end:
+            for header in parse_batches(fetched.records, verify_crc=False):
+                self.producers.record(header)
+
+    def truncate_out_of_range(self, leader_log_end_offset: int) -> None:
+        end = self.log.log_end_offset
+        self.follower.on_out_of_range(leader_log_end_offset)
+        if self.log.log_end_offset != end:
+            self._rebuild_producers()
+
+    def _rebuild_producers(self) -> None:
+        self.producers = ProducerState.rebuild(self.log.headers(), retain=self._retain)
+
+    # -- waiting for data ------------------------------------------------
 
     def data_waiter(self) -> asyncio.Future:
-        """A future done at the next append (long-polling fetches)."""
+        """A future done at the next append, HW move or role change
+        (long-polling fetches)."""
         future = asyncio.get_running_loop().create_future()
         self._waiters.append(future)
         return future
@@ -118,12 +276,3 @@ class Partition:
         for future in waiters:
             if not future.done():
                 future.set_result(None)
-
-    def check_epoch(self, current_leader_epoch: int) -> ErrorCode:
-        """KIP-320: a request that names an epoch must name ours."""
-        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch \
-                or not self.fence_epochs:
-            return ErrorCode.none
-        if current_leader_epoch < self.leader_epoch:
-            return ErrorCode.fenced_leader_epoch
-        return ErrorCode.unknown_leader_epoch

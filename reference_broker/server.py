@@ -1,5 +1,5 @@
 """The network edge: one asyncio protocol object per connection, one shared
-broker behind them all.
+node (broker, controller or both) behind them all.
 
 Kafka answers the requests of one connection in the order they arrived and
 handles them one at a time (the network thread mutes a channel until its
@@ -17,7 +17,7 @@ import logging
 import signal
 from collections import deque
 
-from reference_broker.broker import Broker
+from reference_broker.node import Node
 from reference_broker.protocol.client import set_client_host
 from reference_broker.protocol.dispatch import dispatch
 from reference_broker.protocol.framing import (
@@ -32,8 +32,8 @@ _MAX_QUEUED = 64
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, broker: Broker):
-        self.broker = broker
+    def __init__(self, node: Node):
+        self.node = node
         self.buffer = bytearray()
         self.frames: deque[bytes] = deque()
         self.ready = asyncio.Event()
@@ -50,7 +50,7 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes):
         self.buffer += data
         try:
-            frames = take_frames(self.buffer, self.broker.config["socket.request.max.bytes"])
+            frames = take_frames(self.buffer, self.node.config["socket.request.max.bytes"])
         except FrameError as e:
             self._close(f"bad frame: {e}")
             return
@@ -85,7 +85,7 @@ class Connection(asyncio.Protocol):
             reply = None
             try:
                 decoded = decode_request(frame)
-                response = await dispatch(self.broker, decoded)
+                response = await dispatch(self.node, decoded)
                 if response is not None:
                     # Encoded inside the guard: an answer kio cannot write
                     # (a string too long for its field) is a handler bug too.
@@ -104,22 +104,34 @@ class Connection(asyncio.Protocol):
                 self.transport.write(reply)
 
 
-async def serve(broker: Broker, ready: asyncio.Event | None = None) -> None:
-    """Serve until SIGTERM or SIGINT, then close the logs cleanly."""
+async def serve(node: Node, ready: asyncio.Event | None = None) -> None:
+    """Start the node, listen once it may serve (a broker: once unfenced),
+    and serve until SIGTERM or SIGINT; then close the logs cleanly."""
     loop = asyncio.get_running_loop()
-    host, port = broker.config.listen
-    server = await loop.create_server(lambda: Connection(broker), host, port, reuse_address=True)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    log.info("node %d listening on %s:%d, advertising %s:%d", broker.node_id, host, port,
-             *broker.config.advertise)
-    if ready is not None:
-        ready.set()
+    config = node.config
+    host, port = config.listen
+    server = None
     try:
-        await stop.wait()
+        starting = loop.create_task(node.start())
+        stopping = loop.create_task(stop.wait())
+        await asyncio.wait([starting, stopping], return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done():
+            starting.cancel()
+            await asyncio.gather(starting, return_exceptions=True)
+            return
+        starting.result()
+        server = await loop.create_server(lambda: Connection(node), host, port,
+                                          reuse_address=True)
+        log.info("node %d (%s) listening on %s:%d, advertising %s:%d", node.node_id,
+                 ",".join(sorted(config.process_roles)), host, port, *config.advertise)
+        if ready is not None:
+            ready.set()
+        await stopping
     finally:
-        log.info("node %d shutting down", broker.node_id)
-        server.close()
-        await broker.coordinator.close()
-        broker.close()
+        log.info("node %d shutting down", node.node_id)
+        if server is not None:
+            server.close()
+        await node.close()

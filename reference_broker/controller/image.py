@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from reference_broker.controller.records import (
-    CreateTopic, DeleteTopic, FenceBroker, MetadataRecord, PartitionState, RegisterBroker,
-    UnfenceBroker,
+    CreateCluster, CreateTopic, DeleteTopic, FenceBroker, MetadataRecord, PartitionState,
+    RegisterBroker, UnfenceBroker,
 )
 
 
@@ -41,12 +41,18 @@ class TopicInfo:
 
 class MetadataImage:
     def __init__(self) -> None:
+        self.cluster_id: str | None = None
         self.brokers: dict[int, BrokerInfo] = {}
         self.topics: dict[str, TopicInfo] = {}
         self.offset = 0     # records applied = offset of the next record
 
     def apply(self, record: MetadataRecord) -> None:
         match record:
+            case CreateCluster(cluster_id):
+                if self.cluster_id is not None:
+                    raise InconsistentMetadataRecord(
+                        f"offset {self.offset}: {record!r} but the cluster is {self.cluster_id!r}")
+                self.cluster_id = cluster_id
             case RegisterBroker(broker_id, host, port, epoch):
                 # A new registration replaces the old one and starts fenced:
                 # the broker must catch up with the log before it is unfenced

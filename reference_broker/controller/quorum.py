@@ -29,13 +29,15 @@ from kio.schema.errors import ErrorCode
 from reference_broker.controller.image import MetadataImage
 from reference_broker.controller.partition_change import NO_LEADER, change_partition
 from reference_broker.controller.records import (
-    CreateTopic, DeleteTopic, FenceBroker, MetadataRecord, PartitionState, RegisterBroker,
-    UnfenceBroker,
+    CreateCluster, CreateTopic, DeleteTopic, FenceBroker, MetadataRecord, PartitionState,
+    RegisterBroker, UnfenceBroker,
 )
 
 
 class MetadataQuorum(Protocol):
     """The controller's operations, whatever implements them."""
+
+    def create_cluster(self, cluster_id: str) -> list[MetadataRecord]: ...
 
     def register(self, broker_id: int, host: str, port: int
                  ) -> tuple[list[MetadataRecord], int]: ...
@@ -105,6 +107,13 @@ class Controller:
         self.image.apply(record)
         self._log.append(record)
         return record
+
+    def create_cluster(self, cluster_id: str) -> list[MetadataRecord]:
+        """Name a new cluster: the first record of an empty log; nothing if
+        the log already names one."""
+        if self.image.cluster_id is not None:
+            return []
+        return [self._append(CreateCluster(cluster_id))]
 
     # -- brokers ---------------------------------------------------------
 

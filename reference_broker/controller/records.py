@@ -26,6 +26,14 @@ class CorruptMetadataRecord(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class CreateCluster:
+    """The first record of a new metadata log: the cluster's id, which every
+    broker reports in Metadata (Kafka keeps it in meta.properties, written
+    by `kafka-storage format`; here the log carries it to the brokers)."""
+    cluster_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class RegisterBroker:
     """A broker (re)registers. It starts fenced (Kafka's RegisterBrokerRecord
     defaults `fenced` to true). Its broker epoch is this record's offset, as
@@ -72,11 +80,12 @@ class DeleteTopic:
     name: str
 
 
-MetadataRecord = (RegisterBroker | FenceBroker | UnfenceBroker | CreateTopic | PartitionState
-                  | DeleteTopic)
+MetadataRecord = (CreateCluster | RegisterBroker | FenceBroker | UnfenceBroker | CreateTopic
+                  | PartitionState | DeleteTopic)
 
-_TYPES = {cls.__name__: cls for cls in (RegisterBroker, FenceBroker, UnfenceBroker, CreateTopic,
-                                         PartitionState, DeleteTopic)}
+_TYPES = {cls.__name__: cls for cls in (CreateCluster, RegisterBroker, FenceBroker,
+                                         UnfenceBroker, CreateTopic, PartitionState,
+                                         DeleteTopic)}
 
 
 def encode(record: MetadataRecord) -> bytes:

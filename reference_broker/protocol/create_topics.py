@@ -1,5 +1,7 @@
-"""CreateTopics: new topics with their partition count (replication is one
-node's worth until the replication issue)."""
+"""CreateTopics: asked of the controller, which places the replicas;
+answered once this broker's metadata shows the new topics. On a
+controller-only node `broker` is the controller service, which answers at
+once."""
 
 from __future__ import annotations
 
@@ -24,17 +26,22 @@ async def handle(broker, header, request):
                   error_code=ErrorCode.policy_violation,
                   error_message="Unable to perform excessively large batch operation.")
             for topic in request.topics))
-    results = []
-    for topic in request.topics:
+    answers: dict[int, tuple] = {}
+    asked = []
+    for n, topic in enumerate(request.topics):
         if topic.assignments:
-            error, message = ErrorCode.invalid_request, "manual replica assignment is not supported"
+            answers[n] = (ErrorCode.invalid_request, "manual replica assignment is not supported")
         elif topic.configs:
             # Not accepted-and-ignored: a test must not believe a config took effect.
-            error, message = ErrorCode.invalid_config, "per-topic configs are not supported"
+            answers[n] = (ErrorCode.invalid_config, "per-topic configs are not supported")
         else:
-            error, message = broker.create_topic(topic.name, topic.num_partitions,
-                                                 topic.replication_factor,
-                                                 request.validate_only)
-        results.append(shape("CreatableTopicResult", name=topic.name, error_code=error,
-                             error_message=message))
-    return shape("CreateTopicsResponse", topics=tuple(results))
+            asked.append(n)
+    if asked:
+        created = await broker.create_topics(
+            [(request.topics[n].name, request.topics[n].num_partitions,
+              request.topics[n].replication_factor) for n in asked], request.validate_only)
+        answers.update(zip(asked, created))
+    return shape("CreateTopicsResponse", topics=tuple(
+        shape("CreatableTopicResult", name=topic.name, error_code=answers[n][0],
+              error_message=answers[n][1])
+        for n, topic in enumerate(request.topics)))

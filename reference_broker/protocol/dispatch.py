@@ -1,5 +1,6 @@
-"""Routing: a decoded request to the adapter of its API, and the table of
-what is implemented — which ApiVersions advertises, exactly.
+"""Routing: a decoded request to the adapter of its API — the broker's, or
+on a node with the controller role the controller's — and the tables of
+what is implemented, which ApiVersions advertises exactly.
 
 Version ranges are those every mainstream client can negotiate (BROKER.md):
 the low ends stay for older clients.
@@ -8,13 +9,12 @@ the low ends stay for older clients.
 from __future__ import annotations
 
 import logging
-from functools import partial
 
 from kio.index import api_key_map
 
 from reference_broker.protocol import (
-    api_versions, create_topics, delete_topics, describe_groups, fetch, find_coordinator,
-    heartbeat, init_producer_id, join_group, leave_group, list_groups, list_offsets, metadata,
+    api_versions, controller_apis, create_topics, delete_topics, describe_groups, fetch,
+    find_coordinator, heartbeat, init_producer_id, join_group, leave_group, list_groups, list_offsets, metadata,
     offset_commit, offset_fetch, offset_for_leader_epoch, produce, sync_group,
 )
 from reference_broker.protocol.framing import FrameError, UnsupportedRequest
@@ -22,9 +22,9 @@ from reference_broker.protocol.framing import FrameError, UnsupportedRequest
 log = logging.getLogger("reference_broker.requests")
 
 # api key -> (adapter module, lowest version, highest version)
-APIS = {
+BROKER_APIS = {
     0: (produce, 3, 8),
-    1: (fetch, 4, 11),
+    1: (fetch, 4, 12),
     2: (list_offsets, 1, 5),
     3: (metadata, 1, 8),
     8: (offset_commit, 2, 7),
@@ -42,27 +42,61 @@ APIS = {
     22: (init_producer_id, 0, 4),
     23: (offset_for_leader_epoch, 2, 3),
 }
-VERSIONS = {key: (low, high) for key, (_, low, high) in APIS.items()}
+# What a controller answers: brokers' registrations, heartbeats, ISR
+# changes and metadata fetches, and the topic changes brokers forward.
+CONTROLLER_APIS = {
+    1: (controller_apis.MetadataFetch, 12, 12),
+    18: (api_versions, 0, 3),
+    19: (create_topics, 2, 4),
+    20: (delete_topics, 1, 3),
+    56: (controller_apis.AlterPartition, 2, 2),
+    62: (controller_apis.BrokerRegistration, 0, 0),
+    63: (controller_apis.BrokerHeartbeat, 0, 0),
+}
+_CONTROLLER_ONLY = {56, 62, 63}
 
 
-async def dispatch(broker, decoded):
+def versions_for(roles) -> dict[int, tuple[int, int]]:
+    """The ApiVersions table of a node with these process roles."""
+    table = dict(CONTROLLER_APIS) if "controller" in roles else {}
+    if "broker" in roles:
+        table = {key: entry for key, entry in table.items() if key in _CONTROLLER_ONLY}
+        table.update(BROKER_APIS)
+    return {key: (low, high) for key, (_, low, high) in table.items()}
+
+
+# A combined broker,controller node (what a single-node broker runs).
+VERSIONS = versions_for({"broker", "controller"})
+
+
+def _route(node, key, request):
+    """(adapter, the object it serves: the broker or the controller)."""
+    if node.controller is not None and (
+            key in _CONTROLLER_ONLY or node.broker is None
+            or (key == 1 and controller_apis.is_metadata_fetch(request))):
+        return CONTROLLER_APIS[key][0], node.controller
+    return BROKER_APIS[key][0], node.broker
+
+
+async def dispatch(node, decoded):
     """The response entity for one decoded frame, or None (acks=0 produce).
-    Raises FrameError for a request this broker does not speak."""
+    Raises FrameError for a request this node does not speak."""
+    versions = node.versions
     if isinstance(decoded, UnsupportedRequest):
         if decoded.api_key == api_versions.API_KEY:
-            return api_versions.unsupported(VERSIONS)
+            return api_versions.unsupported(versions)
         raise FrameError(f"unsupported api key {decoded.api_key} v{decoded.api_version}")
     header, request = decoded
     key, version = header.request_api_key, header.request_api_version
-    module, low, high = APIS.get(key, (None, 0, -1))
+    low, high = versions.get(key, (0, -1))
     if not low <= version <= high:
         if key == api_versions.API_KEY:
-            return api_versions.unsupported(VERSIONS)
+            return api_versions.unsupported(versions)
         raise FrameError(f"{api_key_map.get(key, key)} v{version} is not implemented "
-                         f"(ApiVersions advertises {VERSIONS.get(key, 'nothing')})")
+                         f"(ApiVersions advertises {versions.get(key, 'nothing')})")
     log.debug("%s v%d correlation %d from %s", api_key_map[key], version,
               header.correlation_id, header.client_id)
-    handle = partial(module.handle, versions=VERSIONS) if module is api_versions \
-        else module.handle
-    return await handle(broker, header, request)
-
+    module, target = _route(node, key, request)
+    if module is api_versions:
+        return await api_versions.handle(target, header, request, versions=versions)
+    return await module.handle(target, header, request)

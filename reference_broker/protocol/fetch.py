@@ -1,11 +1,19 @@
-"""Fetch: whole batches below the high watermark, long-polled.
+"""Fetch: whole batches, long-polled — consumers below the high watermark,
+followers up to the log end.
 
-A fetch waits up to max_wait for min_bytes (a producer's append wakes it),
-returns at most max_bytes in total and partition_max_bytes per partition,
-except that the first batch of the first partition with data is returned
-whole however large (KIP-74), so a consumer always makes progress. Errors
-answer at once. Fetch sessions (KIP-227) are declined with session id 0,
-which the protocol allows: clients then send full fetches.
+A fetch waits up to max_wait for min_bytes (an append or a high watermark
+move wakes it), returns at most max_bytes in total and partition_max_bytes
+per partition, except that the first batch of the first partition with
+data is returned whole however large (KIP-74), so a reader always makes
+progress. Errors answer at once. Fetch sessions (KIP-227) are declined with
+session id 0, which the protocol allows: clients then send full fetches.
+
+Only the leader serves (NOT_LEADER_OR_FOLLOWER elsewhere), after the
+client's leader epoch is checked (KIP-320). A fetch with a replica id is a
+follower's: it reports the follower's LEO to the leader state (which may
+move the high watermark and propose an ISR expansion), or, when the
+follower's last fetched epoch ends earlier here, answers DivergingEpoch
+and nothing else (KIP-320 truncate-on-fetch, Fetch v12).
 """
 
 from __future__ import annotations
@@ -18,16 +26,21 @@ from reference_broker.log import OffsetOutOfRange
 from reference_broker.partition import READ_COMMITTED
 from reference_broker.protocol.shapes import Shapes
 
+CONSUMER = -1
+
 
 async def handle(broker, header, request):
     shape = Shapes(request)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + request.max_wait.total_seconds()
+    replica_id = getattr(request, "replica_id", CONSUMER)
+    reported: set[tuple[str, int]] = set()   # follower positions are reported once
     while True:
-        responses, size, errors, partitions = _read(broker, shape, request)
+        responses, size, answer_now, partitions = _read(broker, shape, request, replica_id,
+                                                        reported)
         remaining = deadline - loop.time()
-        if size >= request.min_bytes or errors or remaining <= 0 or not partitions:
-            if not partitions and remaining > 0 and not errors:
+        if size >= request.min_bytes or answer_now or remaining <= 0 or not partitions:
+            if not partitions and remaining > 0 and not answer_now:
                 await asyncio.sleep(remaining)  # nothing to fetch: wait like Kafka
             return shape("FetchResponse", error_code=ErrorCode.none, session_id=0,
                          responses=responses)
@@ -39,41 +52,68 @@ async def handle(broker, header, request):
                 waiter.cancel()
 
 
-def _read(broker, shape, request):
+def _read(broker, shape, request, replica_id, reported):
     """One pass over the requested partitions: (responses, bytes, whether
-    any partition erred, the partitions that exist)."""
+    to answer at once — an error or a divergence —, the partitions led here)."""
     budget = request.max_bytes if request.max_bytes > 0 else 2 ** 31 - 1
-    size, errors, found, responses = 0, False, [], []
+    size, answer_now, found, responses = 0, False, [], []
     for topic in request.topics:
         datas = []
         for want in topic.partitions:
             partition = broker.partition(topic.topic, want.partition)
-            error, records = ErrorCode.none, b""
+            error, records, diverging = ErrorCode.none, b"", None
             if partition is None:
-                error = ErrorCode.unknown_topic_or_partition
+                error = broker.missing_partition_error(topic.topic, want.partition)
             else:
+                error = partition.leader_error(getattr(want, "current_leader_epoch", -1))
+            if error == ErrorCode.none:
                 found.append(partition)
-                error = partition.check_epoch(getattr(want, "current_leader_epoch", -1))
-            if partition is not None and error == ErrorCode.none:
-                upper = partition.readable_end(request.isolation_level)
-                limit = min(want.partition_max_bytes, budget - size)
                 try:
-                    records = partition.log.read(want.fetch_offset, max(limit, 0), upper)
-                    # KIP-74: only the response's first batch may exceed the
-                    # limits; later partitions get none that does not fit.
-                    if size > 0 and len(records) > limit:
-                        records = b""
+                    if replica_id >= 0:
+                        records, diverging = _replica_read(broker, partition, want, replica_id,
+                                                           reported)
+                    else:
+                        upper = partition.readable_end(request.isolation_level)
+                        limit = min(want.partition_max_bytes, budget - size)
+                        records = partition.log.read(want.fetch_offset, max(limit, 0), upper)
+                        # KIP-74: only the response's first batch may exceed the
+                        # limits; later partitions get none that does not fit.
+                        if size > 0 and len(records) > limit:
+                            records = b""
                 except OffsetOutOfRange:
                     error = ErrorCode.offset_out_of_range
-            errors |= error != ErrorCode.none
+            answer_now |= error != ErrorCode.none or diverging is not None
             size += len(records)
+            fields = {}
+            if diverging is not None:
+                fields["diverging_epoch"] = shape("EpochEndOffset", epoch=diverging[0],
+                                                  end_offset=diverging[1])
+            ok = partition is not None and error != ErrorCode.not_leader_or_follower
             datas.append(shape(
                 "PartitionData", partition_index=want.partition, error_code=error,
-                high_watermark=partition.high_watermark if partition else -1,
-                last_stable_offset=partition.last_stable_offset if partition else -1,
-                log_start_offset=partition.log.log_start_offset if partition else -1,
+                high_watermark=partition.high_watermark if ok else -1,
+                last_stable_offset=partition.last_stable_offset if ok else -1,
+                log_start_offset=partition.log.log_start_offset if ok else -1,
                 aborted_transactions=None if request.isolation_level != READ_COMMITTED else (),
-                preferred_read_replica=-1, records=records))
+                preferred_read_replica=-1, records=records, **fields))
         responses.append(shape("FetchableTopicResponse", topic=topic.topic,
                                partitions=tuple(datas)))
-    return tuple(responses), size, errors, found
+    return tuple(responses), size, answer_now, found
+
+
+def _replica_read(broker, partition, want, replica_id, reported):
+    """A follower's fetch (Partition.fetchRecords with a replica id)."""
+    leader = partition.leader
+    if replica_id not in leader.replicas or replica_id == broker.node_id:
+        raise OffsetOutOfRange(want.fetch_offset, partition.log.log_start_offset,
+                               partition.log.log_end_offset)
+    diverging = leader.diverging_epoch(getattr(want, "last_fetched_epoch", -1),
+                                       want.fetch_offset, partition.log)
+    if diverging is not None:
+        return b"", diverging   # no records, no follower state update (KAFKA-13141)
+    records = partition.log.read(want.fetch_offset, want.partition_max_bytes)
+    key = (partition.topic, partition.index)
+    if key not in reported:
+        reported.add(key)
+        broker.propose(partition, partition.on_follower_fetch(replica_id, want.fetch_offset))
+    return records, None

@@ -1,6 +1,10 @@
 """ListOffsets: earliest (-2), latest (-1: the high watermark, or the last
 stable offset under read_committed) or the first offset at or after a
-timestamp."""
+timestamp. Only the leader answers (after the client's epoch is checked,
+KIP-320). A new leader whose high watermark is still below its epoch's
+start answers latest with OFFSET_NOT_AVAILABLE rather than an offset that
+goes backwards (KIP-207). A replica id asks for the log end offset: a
+follower finding where the leader's log ends."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ LATEST, EARLIEST = -1, -2
 
 async def handle(broker, header, request):
     shape = Shapes(request)
+    replica = getattr(request, "replica_id", -1) >= 0
     topics = []
     for topic in request.topics:
         answers = []
@@ -20,12 +25,16 @@ async def handle(broker, header, request):
             error, timestamp, offset, epoch = ErrorCode.none, -1, -1, -1
             partition = broker.partition(topic.name, want.partition_index)
             if partition is None:
-                error = ErrorCode.unknown_topic_or_partition
+                error = broker.missing_partition_error(topic.name, want.partition_index)
             else:
-                error = partition.check_epoch(getattr(want, "current_leader_epoch", -1))
+                error = partition.leader_error(getattr(want, "current_leader_epoch", -1))
             if error == ErrorCode.none:
                 epoch = partition.leader_epoch
-                if want.timestamp == LATEST:
+                if want.timestamp == LATEST and replica:
+                    offset = partition.log.log_end_offset
+                elif want.timestamp == LATEST and partition.leader.high_watermark_lagging:
+                    error = ErrorCode.offset_not_available
+                elif want.timestamp == LATEST:
                     offset = partition.readable_end(getattr(request, "isolation_level", 0))
                 elif want.timestamp == EARLIEST:
                     offset = partition.log.log_start_offset

@@ -15,7 +15,7 @@ async def handle(broker, header, request):
     offsets, errors = [], {}
     for topic in request.topics:
         for p in topic.partitions:
-            if broker.partition(topic.name, p.partition_index) is None:
+            if broker.image.partition(topic.name, p.partition_index) is None:
                 # KafkaApis.handleOffsetCommitRequest: unknown partitions are
                 # answered here and never reach the coordinator.
                 errors[(topic.name, p.partition_index)] = ErrorCode.unknown_topic_or_partition

@@ -1,5 +1,6 @@
 """OffsetForLeaderEpoch: where an epoch ended in this leader's log, so a
-consumer (KIP-320) or follower (KIP-101/279) can detect divergence."""
+consumer (KIP-320) or follower (KIP-101/279) can detect divergence. Only
+the leader answers."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ async def handle(broker, header, request):
             partition = broker.partition(topic.topic, want.partition)
             epoch, end = -1, -1
             if partition is None:
-                error = ErrorCode.unknown_topic_or_partition
+                error = broker.missing_partition_error(topic.topic, want.partition)
             else:
-                error = partition.check_epoch(want.current_leader_epoch)
+                error = partition.leader_error(want.current_leader_epoch)
                 if not error:
                     epoch, end = partition.log.end_offset_for_epoch(want.leader_epoch)
             answers.append(shape("EpochEndOffset", error_code=error, partition=want.partition,

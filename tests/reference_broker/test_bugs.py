@@ -6,22 +6,34 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 from kio.schema.errors import ErrorCode
 
 from reference_broker.bugs import CATALOGUE, UnknownBug, parse_bugs
-from reference_broker.group import OffsetCommit
+from reference_broker.config import BrokerConfig, parse_settings
+from reference_broker.controller.records import PartitionState
+from reference_broker.group import GroupConfig, GroupCoordinator, OffsetCommit, StoreError
+from reference_broker.group.records import (
+    OffsetCommitValue, offset_commit_key, offset_commit_value,
+)
 from reference_broker.log import LogConfig, PartitionLog
-from reference_broker.partition import Partition
+from reference_broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic, encode_batch
+from reference_broker.partition import READ_COMMITTED, Partition
 from tests.reference_broker.group.members import coordinator, stable_group
 from tests.reference_broker.group.memory_store import MemoryOffsetStore
 from tests.reference_broker.record_batches import values_batch
 
 
-def partition(tmp_path, *bugs: str) -> Partition:
-    log = PartitionLog.open(tmp_path / "t-0", LogConfig())
-    return Partition("t", 0, log, leader_epoch=2, bugs=frozenset(bugs))
+def partition(tmp_path, *bugs: str, replicas: tuple[int, ...] = (1,),
+              topic: str = "t") -> Partition:
+    """Broker 1's replica of <topic>-0, leader in epoch 2 with every replica in the ISR."""
+    log = PartitionLog.open(tmp_path / f"{topic}-0", LogConfig())
+    p = Partition(topic, 0, log, node_id=1, bugs=frozenset(bugs))
+    p.become_leader(PartitionState(topic, 0, replicas, replicas, leader=1, leader_epoch=2,
+                                   partition_epoch=0), now=0)
+    return p
 
 
 @pytest.mark.parametrize("bug_on", [False, True])
@@ -75,7 +87,8 @@ def test_no_generation_fencing(bug_on):
 
 
 def test_unknown_switch_is_named():
-    with pytest.raises(UnknownBug, match="'nope': no such bug switch; known: dedup-window-one"):
+    with pytest.raises(UnknownBug, match="'nope': no such bug switch; known: "
+                       "acks-all-ignores-min-isr, coordinator-partial-load"):
         parse_bugs(["nope"])
     assert parse_bugs(list(CATALOGUE)) == frozenset(CATALOGUE)
 
@@ -99,3 +112,70 @@ def test_no_idempotent_dedup(tmp_path, bug_on):
     # Either way the producer's next batch is in sequence.
     following = values_batch(1, start=3, producer_id=7, producer_epoch=0, base_sequence=3)
     assert p.append(following, 1 << 20).error == ErrorCode.none
+
+
+@pytest.mark.parametrize("bug_on", [False, True])
+def test_fetch_above_hw(tmp_path, bug_on):
+    """Appended on the leader, not yet fetched by the follower: below the HW
+    nothing is readable, unless the bug lets consumers read to the log end."""
+    async def scenario():
+        p = partition(tmp_path, *(["fetch-above-hw"] if bug_on else []), replicas=(1, 2))
+        p.append(values_batch(3), 1 << 20, acks=1)
+        before = (p.high_watermark, p.readable_end(0), p.readable_end(READ_COMMITTED))
+        p.on_follower_fetch(2, 3)
+        return before, p.readable_end(0)
+    (hw, readable, committed_end), after = asyncio.run(scenario())
+    assert hw == 0 and after == 3
+    assert (readable, committed_end) == ((3, 3) if bug_on else (0, 0))
+
+
+def offsets_store(tmp_path, *bugs: str, **settings):
+    """An OffsetsTopic over a two-replica `__consumer_offsets-0` led here."""
+    p = partition(tmp_path, *bugs, replicas=(1, 2), topic=OFFSETS_TOPIC)
+    config = BrokerConfig(node_id=1, listen=("127.0.0.1", 9092), advertise=("127.0.0.1", 9092),
+                          data_dir=tmp_path, bugs=frozenset(bugs), settings=parse_settings(
+                              [f"{k.replace('_', '.')}={v}" for k, v in settings.items()]))
+    broker = SimpleNamespace(config=config, partition=lambda topic, index: p)
+    return OffsetsTopic(broker), p
+
+
+@pytest.mark.parametrize("bug_on", [False, True])
+def test_offsets_commit_acks_one(tmp_path, bug_on):
+    """A commit is answered once the follower has the record (acks=all), or
+    under the bug right after the coordinator's own append."""
+    async def scenario():
+        store, p = offsets_store(tmp_path, *(["offsets-commit-acks-one"] if bug_on else []))
+        commit = asyncio.ensure_future(store.append(0, [(b"k", b"v")]))
+        await asyncio.sleep(0.05)
+        answered_alone = commit.done()
+        p.on_follower_fetch(2, p.log.log_end_offset)
+        await asyncio.wait_for(commit, 5)
+        return answered_alone
+    assert asyncio.run(scenario()) is bug_on
+
+
+def test_offsets_commit_times_out_without_the_isr(tmp_path):
+    async def scenario():
+        store, _ = offsets_store(tmp_path, offsets_commit_timeout_ms=50)
+        with pytest.raises(StoreError) as error:
+            await store.append(0, [(b"k", b"v")])
+        return error.value.error_code
+    assert asyncio.run(scenario()) == ErrorCode.request_timed_out
+
+
+@pytest.mark.parametrize("bug_on", [False, True])
+def test_coordinator_partial_load(tmp_path, bug_on):
+    """Three commit batches, a load buffer that holds one: the loader reads
+    them all, or under the bug only the first (a stale committed offset)."""
+    async def scenario():
+        store, p = offsets_store(tmp_path, offsets_load_buffer_size=100)
+        coord = GroupCoordinator(MemoryOffsetStore(), GroupConfig(offsets_topic_partitions=1))
+        for offset in (5, 9, 12):
+            record = (offset_commit_key("g", "t", 0),
+                      offset_commit_value(OffsetCommitValue(offset, -1, "", 0)))
+            p.append(encode_batch([record]), 1 << 20, acks=1)
+        coord.load(0, store.records_of(p, partial=bug_on))
+        committed = coord.fetch_offsets("g", [("t", 0)]).offsets[("t", 0)].offset
+        await coord.close()
+        return committed
+    assert asyncio.run(scenario()) == (5 if bug_on else 12)

@@ -30,7 +30,7 @@ def test_kchaos_broker_runs_the_same_node(tmp_path):
         BrokerProcess.wait_for_port("127.0.0.1", port, process, timeout=20)
         process.send_signal(signal.SIGTERM)
         assert process.wait(20) == 0
-        assert "node 7 listening" in process.stderr.read()
+        assert "node 7 (broker,controller) listening" in process.stderr.read()
     finally:
         process.kill()
 

@@ -5,6 +5,7 @@ fields the asked-for version has (the request-side twin of the broker's
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import fields
 from datetime import timedelta
 
@@ -58,7 +59,7 @@ def fetch(topic: str, partition: int, offset: int, *, max_wait_ms: int = 0, min_
     shape = _Shape(FETCH, version)
     return shape("FetchRequest", max_wait=timedelta(milliseconds=max_wait_ms),
                  min_bytes=min_bytes, max_bytes=max_bytes, forgotten_topics_data=(), topics=(
-                     shape("FetchTopic", topic=topic, partitions=(
+                     shape("FetchTopic", topic=topic, topic_id=uuid.UUID(int=0), partitions=(
                          shape("FetchPartition", partition=partition, fetch_offset=offset,
                                current_leader_epoch=current_leader_epoch,
                                partition_max_bytes=max_bytes),)),))

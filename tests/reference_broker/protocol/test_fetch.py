@@ -78,14 +78,16 @@ def test_fetch_with_a_stale_or_future_leader_epoch_is_fenced(tmp_path):
             await topic_with_records(node)
 
     async def second_term():
-        # A restart is a new leadership term: the partition's epoch is now 1.
+        # A restart is a new leadership term: the controller fences the old
+        # registration (no leader, epoch 1) and elects the broker again when
+        # it is unfenced (epoch 2), as KRaft does.
         async with open_node(tmp_path) as node:
             client = node.connect()
             meta = await client.call(entities.metadata(["t"]))
-            assert meta.topics[0].partitions[0].leader_epoch == 1
-            stale = answer(await client.call(entities.fetch("t", 0, 0, current_leader_epoch=0)))
-            future = answer(await client.call(entities.fetch("t", 0, 0, current_leader_epoch=2)))
-            current = answer(await client.call(entities.fetch("t", 0, 0, current_leader_epoch=1)))
+            assert meta.topics[0].partitions[0].leader_epoch == 2
+            stale = answer(await client.call(entities.fetch("t", 0, 0, current_leader_epoch=1)))
+            future = answer(await client.call(entities.fetch("t", 0, 0, current_leader_epoch=3)))
+            current = answer(await client.call(entities.fetch("t", 0, 0, current_leader_epoch=2)))
             assert (stale.error_code, stale.records) == (ErrorCode.fenced_leader_epoch, b"")
             assert (future.error_code, future.records) == (ErrorCode.unknown_leader_epoch, b"")
             assert current.error_code == ErrorCode.none

@@ -231,10 +231,10 @@ def test_api_versions_that_kio_knows_but_is_above_our_range_is_answered_in_v0(tm
 
 @pytest.mark.parametrize("request_entity", [
     entities.produce("t", 0, values_batch(2), version=9),
-    entities.fetch("t", 0, 0, version=12),
+    entities.fetch("t", 0, 0, version=13),
     entities.metadata(["new"], version=0),
     entities.list_offsets("t", 0, entities.LATEST, version=6),
-], ids=["produce-v9", "fetch-v12", "metadata-v0", "list_offsets-v6"])
+], ids=["produce-v9", "fetch-v13", "metadata-v0", "list_offsets-v6"])
 def test_version_outside_the_advertised_range_closes_without_effect(tmp_path, request_entity):
     async def scenario():
         async with open_node(tmp_path) as node:

@@ -86,12 +86,15 @@ def test_leader_epochs_across_a_restart(tmp_path):
         async with open_node(tmp_path) as node:
             client = node.connect()
             await client.call(entities.produce("t", 0, values_batch(2, start=3)))
-            # Epoch 0 ended where epoch 1 began; epoch 1 is the latest: it
-            # ends at the log end; an epoch above every known one is
-            # undefined (LeaderEpochFileCache.endOffsetFor).
-            for asked, expected in ((0, (0, 3)), (1, (1, 5)), (7, (-1, -1))):
+            # The restart fenced the old registration (epoch 1, no leader)
+            # and elected the broker again (epoch 2). Epoch 0 ended where
+            # epoch 2 began; epoch 1 wrote nothing, so asking for it names
+            # epoch 0; epoch 2 is the latest: it ends at the log end; an
+            # epoch above every known one is undefined
+            # (LeaderEpochFileCache.endOffsetFor).
+            for asked, expected in ((0, (0, 3)), (1, (0, 3)), (2, (2, 5)), (7, (-1, -1))):
                 end = epoch_end(await client.call(entities.offset_for_leader_epoch(
-                    "t", 0, asked, current_leader_epoch=1)))
+                    "t", 0, asked, current_leader_epoch=2)))
                 assert (end.error_code, end.leader_epoch, end.end_offset) == \
                     (ErrorCode.none, *expected), f"epoch {asked}"
             # v2 and a client that names no current epoch are answered too.
@@ -100,18 +103,18 @@ def test_leader_epochs_across_a_restart(tmp_path):
             assert (v2.leader_epoch, v2.end_offset) == (0, 3)
             # KIP-320: a request naming another epoch than the leader's is fenced.
             stale = epoch_end(await client.call(entities.offset_for_leader_epoch(
-                "t", 0, 0, current_leader_epoch=0)))
+                "t", 0, 0, current_leader_epoch=1)))
             future = epoch_end(await client.call(entities.offset_for_leader_epoch(
-                "t", 0, 0, current_leader_epoch=2)))
+                "t", 0, 0, current_leader_epoch=3)))
             assert (stale.error_code, stale.end_offset) == (ErrorCode.fenced_leader_epoch, -1)
             assert (future.error_code, future.end_offset) == (ErrorCode.unknown_leader_epoch, -1)
             # ListOffsets is fenced the same way.
             fenced = listed(await client.call(entities.list_offsets(
-                "t", 0, entities.LATEST, current_leader_epoch=0)))
+                "t", 0, entities.LATEST, current_leader_epoch=1)))
             assert (fenced.error_code, fenced.offset) == (ErrorCode.fenced_leader_epoch, -1)
             latest = listed(await client.call(entities.list_offsets(
-                "t", 0, entities.LATEST, current_leader_epoch=1)))
-            assert (latest.offset, latest.leader_epoch) == (5, 1)
+                "t", 0, entities.LATEST, current_leader_epoch=2)))
+            assert (latest.offset, latest.leader_epoch) == (5, 2)
 
     run(first_term())
     run(second_term())
@@ -130,10 +133,10 @@ def test_new_leader_epoch_is_known_before_its_first_append(tmp_path):
         async with open_node(tmp_path) as node:
             client = node.connect()
             end = epoch_end(await client.call(entities.offset_for_leader_epoch(
-                "t", 0, 1, current_leader_epoch=1)))
-            assert (end.error_code, end.leader_epoch, end.end_offset) == (ErrorCode.none, 1, 3)
+                "t", 0, 2, current_leader_epoch=2)))
+            assert (end.error_code, end.leader_epoch, end.end_offset) == (ErrorCode.none, 2, 3)
             before = epoch_end(await client.call(entities.offset_for_leader_epoch(
-                "t", 0, 0, current_leader_epoch=1)))
+                "t", 0, 0, current_leader_epoch=2)))
             assert (before.leader_epoch, before.end_offset) == (0, 3)
 
     run(first_term())

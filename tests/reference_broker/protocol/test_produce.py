@@ -203,14 +203,17 @@ def test_older_producer_epoch_is_fenced(tmp_path):
 
 
 def test_producer_dedup_survives_a_restart_on_the_same_data_dir(tmp_path):
-    first = values_batch(3, base_sequence=0, producer_epoch=0, producer_id=0)
-    second = values_batch(2, start=3, base_sequence=3, producer_epoch=0, producer_id=0)
+    # Node 1's producer ids start at 1 << 40: the node id in the high bits
+    # keeps brokers' ids apart.
+    pid = 1 << 40
+    first = values_batch(3, base_sequence=0, producer_epoch=0, producer_id=pid)
+    second = values_batch(2, start=3, base_sequence=3, producer_epoch=0, producer_id=pid)
 
     async def before():
         async with open_node(tmp_path) as node:
             client = node.connect()
             await new_topic(client)
-            assert await producer_id(client) == 0
+            assert await producer_id(client) == pid
             assert answer(await client.call(entities.produce("t", 0, first))).base_offset == 0
             assert answer(await client.call(entities.produce("t", 0, second))).base_offset == 3
 
@@ -223,14 +226,14 @@ def test_producer_dedup_survives_a_restart_on_the_same_data_dir(tmp_path):
                 assert (retry.error_code, retry.base_offset) == (ErrorCode.none, offset)
             # ...a gap is still a gap, and the sequence goes on where it was.
             gap = answer(await client.call(entities.produce("t", 0, values_batch(
-                1, start=5, base_sequence=6, producer_epoch=0, producer_id=0))))
+                1, start=5, base_sequence=6, producer_epoch=0, producer_id=pid))))
             assert gap.error_code == ErrorCode.out_of_order_sequence_number
             following = answer(await client.call(entities.produce("t", 0, values_batch(
-                1, start=5, base_sequence=5, producer_epoch=0, producer_id=0))))
+                1, start=5, base_sequence=5, producer_epoch=0, producer_id=pid))))
             assert (following.error_code, following.base_offset) == (ErrorCode.none, 5)
             assert await fetched_values(client) == [b"%010d" % n for n in range(6)]
             # Producer ids are never handed out twice across restarts.
-            assert await producer_id(client) > 0
+            assert await producer_id(client) > pid
 
     run(before())
     run(after())

@@ -76,7 +76,7 @@ def test_create_topics_producing_too_many_records_is_refused_whole(tmp_path, nam
             assert [(t.name, t.error_code) for t in response.topics] == \
                 [(name, ErrorCode.policy_violation) for name in names]
             assert not node.broker.topics
-            assert sorted(p.name for p in tmp_path.iterdir()) == ["topics.json"]
+            assert not [p.name for p in tmp_path.iterdir() if p.is_dir()]  # no partition logs
     run(scenario())
 
 

@@ -1,5 +1,5 @@
-"""A socket-free wire for the reference broker: a real `Broker` on a data
-dir, `Connection`s fed bytes through a fake transport, requests encoded and
+"""A socket-free wire for the reference broker: a real single-node
+`broker,controller` node on a data dir, `Connection`s fed bytes through a fake transport, requests encoded and
 responses decoded by kio — a client that knows nothing of the broker's
 own framing code.
 
@@ -25,9 +25,9 @@ from kio.index import load_response_schema
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.errors import ErrorCode
 
-from reference_broker.broker import Broker
 from reference_broker.config import BrokerConfig, parse_settings
 from reference_broker.protocol import framing
+from reference_broker.node import Node as ServerNode
 from reference_broker.protocol.dispatch import VERSIONS
 from reference_broker.server import Connection
 from tests.reference_broker.protocol import entities
@@ -61,12 +61,13 @@ class Node:
     server, every connection stays alive until one side closes it; leaving
     the node closes them all, then the broker, as `server.serve` does."""
 
-    def __init__(self, broker: Broker):
-        self.broker = broker
+    def __init__(self, server: ServerNode):
+        self.server = server
+        self.broker = server.broker
         self.clients: list[Client] = []
 
     def connect(self) -> Client:
-        client = Client(self.broker)
+        client = Client(self.server)
         self.clients.append(client)
         return client
 
@@ -87,9 +88,9 @@ class Node:
 async def open_node(data_dir: Path, *settings: str) -> AsyncIterator[Node]:
     """An open broker (opened inside the loop: loading `__consumer_offsets`
     starts member timers) to connect to."""
-    broker = Broker(broker_config(data_dir, *settings))
-    broker.open()
-    node = Node(broker)
+    server = ServerNode(broker_config(data_dir, *settings))
+    await server.start()
+    node = Node(server)
     try:
         yield node
     finally:
@@ -98,8 +99,7 @@ async def open_node(data_dir: Path, *settings: str) -> AsyncIterator[Node]:
         await asyncio.sleep(0)  # let the cancelled workers finish
         for client in node.clients:
             client.assert_worker_healthy()
-        await broker.coordinator.close()
-        broker.close()
+        await server.close()
 
 
 class _ErrorLog(logging.Handler):
@@ -223,8 +223,8 @@ def split_frames(data: bytes | bytearray) -> tuple[list[bytes], int]:
 class Client:
     """One connection to the broker, driven by hand."""
 
-    def __init__(self, broker: Broker):
-        self.connection = Connection(broker)
+    def __init__(self, server: ServerNode):
+        self.connection = Connection(server)
         self.transport = FakeTransport(self.connection)
         self.connection.connection_made(self.transport)
         self._next_correlation_id = 1
