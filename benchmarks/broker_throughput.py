@@ -2,11 +2,26 @@
 confluent-kafka, 100-byte values over 4 partitions, for acks=1 and
 acks=all; prints records/s, MB/s and produce latency percentiles.
 
-    python benchmarks/broker_throughput.py [--bootstrap HOST:PORT] [--records N]
+    python benchmarks/broker_throughput.py [--records N] [--acks 1,all]
+        [--linger-ms MS] [--batch-size BYTES]
+        [--bootstrap HOST:PORT [--replication-factor R] | --cluster N]
 
-Without --bootstrap it starts one reference broker on a loopback port (data in
-a temporary directory, removed afterwards); with it, it measures any
-Kafka-compatible broker, so brokers can be compared on the same machine.
+Without --bootstrap or --cluster it starts one reference broker on a loopback
+port (data in a temporary directory, removed afterwards). With --cluster N it
+starts a reference cluster there instead (cluster/local_cluster.py: one
+controller process and N broker processes) and creates each topic with
+replication factor min(3, N), the brokers set to min.insync.replicas=min(2,
+that): `--cluster 3` measures replication factor 3 with min.insync.replicas=2
+(add `--acks all` for that figure alone). With --bootstrap it measures any
+Kafka-compatible broker or cluster (topics with replication factor
+--replication-factor, default 1; min.insync.replicas is the broker's own), so
+brokers can be compared on the same machine.
+
+The header line names the replication factor and min.insync.replicas. The
+producer batches with linger.ms=5 and librdkafka's default batch.size unless
+--linger-ms / --batch-size say otherwise (the header line shows both); every
+record still waits for its own acknowledgement and its latency is measured
+from produce() to the delivery report.
 """
 
 from __future__ import annotations
@@ -24,18 +39,23 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from cluster.broker_process import BrokerProcess  # noqa: E402
+from cluster.local_cluster import LocalCluster  # noqa: E402
 
 PARTITIONS = 4
 VALUE_BYTES = 100
 TIMEOUT = 120
+LINGER_MS = 5
+CLUSTER_MIN_INSYNC = 2
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
-def produce(bootstrap: str, topic: str, records: int, acks: str) -> dict:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5})
+def produce(bootstrap: str, topic: str, records: int, acks: str,
+            client_config: dict | None = None) -> dict:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": LINGER_MS,
+                         **(client_config or {})})
     latencies: list[float] = []
     errors = []
     value = b"x" * VALUE_BYTES
@@ -85,19 +105,25 @@ def consume(bootstrap: str, topic: str, records: int) -> dict:
             "mb_per_s": records * VALUE_BYTES / seconds / 1e6}
 
 
-def run(bootstrap: str, records: int) -> None:
+def run(bootstrap: str, records: int, *, replication: int = 1, min_insync: str = "1",
+        acks_settings: tuple[str, ...] = ("1", "all"), client_config: dict | None = None) -> None:
+    client_config = client_config or {}
     admin = AdminClient({"bootstrap.servers": bootstrap})
+    batching = f"linger.ms={client_config.get('linger.ms', LINGER_MS)}"
+    if "batch.size" in client_config:
+        batching += f", batch.size={client_config['batch.size']}"
     print(f"{records:,} records of {VALUE_BYTES} bytes over {PARTITIONS} partitions, "
-          f"linger.ms=5, bootstrap {bootstrap}")
+          f"replication factor {replication}, min.insync.replicas={min_insync}, "
+          f"{batching}, bootstrap {bootstrap}")
     print(f"{'acks':<5}{'produce rec/s':>15}{'MB/s':>7}{'p50 ms':>8}{'p99 ms':>8}"
           f"{'consume rec/s':>15}{'MB/s':>7}")
-    for acks in ("1", "all"):
+    for acks in acks_settings:
         topic = f"throughput-{acks}-{uuid.uuid4().hex[:8]}"
         try:
-            admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(TIMEOUT)
+            admin.create_topics([NewTopic(topic, PARTITIONS, replication)])[topic].result(TIMEOUT)
         except KafkaException as e:
             raise SystemExit(f"cannot create topic {topic} on {bootstrap}: {e}")
-        p = produce(bootstrap, topic, records, acks)
+        p = produce(bootstrap, topic, records, acks, client_config)
         c = consume(bootstrap, topic, records)
         print(f"{acks:<5}{p['records_per_s']:>15,.0f}{p['mb_per_s']:>7.1f}{p['p50_ms']:>8.1f}"
               f"{p['p99_ms']:>8.1f}{c['records_per_s']:>15,.0f}{c['mb_per_s']:>7.1f}", flush=True)
@@ -105,17 +131,55 @@ def run(bootstrap: str, records: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bootstrap", help="measure this broker instead of starting one")
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("--bootstrap", help="measure this broker instead of starting one")
+    target.add_argument("--cluster", type=int, metavar="N",
+                        help="start a reference cluster of N brokers (replication factor "
+                             f"min(3, N), min.insync.replicas=min({CLUSTER_MIN_INSYNC}, that))")
+    parser.add_argument("--replication-factor", type=int,
+                        help="replication factor of the topics with --bootstrap (default 1)")
     parser.add_argument("--records", type=int, default=500_000, help="records per acks setting")
+    parser.add_argument("--acks", default="1,all",
+                        help="comma-separated acks settings to measure (default: 1,all)")
+    parser.add_argument("--linger-ms", type=int, help=f"producer linger.ms (default {LINGER_MS})")
+    parser.add_argument("--batch-size", type=int,
+                        help="producer batch.size in bytes (default: librdkafka's)")
     args = parser.parse_args()
     if args.records < 1:
         parser.error("--records must be positive")
+    if args.cluster is not None and args.cluster < 1:
+        parser.error("--cluster must be at least 1")
+    if args.replication_factor is not None and not args.bootstrap:
+        parser.error("--replication-factor goes with --bootstrap")
+    acks_settings = tuple(a.strip() for a in args.acks.split(",") if a.strip())
+    if not acks_settings or any(a not in ("0", "1", "all", "-1") for a in acks_settings):
+        parser.error("--acks is a comma-separated list of 0, 1, all")
+    client_config = {}
+    if args.linger_ms is not None:
+        client_config["linger.ms"] = args.linger_ms
+    if args.batch_size is not None:
+        client_config["batch.size"] = args.batch_size
+    options = {"acks_settings": acks_settings, "client_config": client_config}
     if args.bootstrap:
-        run(args.bootstrap, args.records)
+        run(args.bootstrap, args.records, replication=args.replication_factor or 1,
+            min_insync="the broker's", **options)
         return 0
     with tempfile.TemporaryDirectory(prefix="kchaos-broker-bench-") as scratch:
-        with BrokerProcess(Path(scratch) / "data", log_level="WARNING") as broker:
-            run(broker.bootstrap, args.records)
+        if args.cluster is None:
+            with BrokerProcess(Path(scratch) / "data", log_level="WARNING") as broker:
+                run(broker.bootstrap, args.records, **options)
+        else:
+            replication = min(3, args.cluster)
+            min_insync = min(CLUSTER_MIN_INSYNC, replication)
+            config = [f"min.insync.replicas={min_insync}"]
+            cluster = LocalCluster(Path(scratch), args.cluster, config=config,
+                                   log_level="WARNING")
+            try:  # not `with`: a cluster that fails to start has processes to kill
+                cluster.start()
+                run(cluster.bootstrap, args.records, replication=replication,
+                    min_insync=str(min_insync), **options)
+            finally:
+                cluster.close()
     return 0
 
 

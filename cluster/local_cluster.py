@@ -79,6 +79,11 @@ class LocalCluster:
             broker.stop()
         broker.start(timeout)
 
+    def restart_controller(self, timeout: float = 30.0) -> None:
+        """Stop the controller cleanly and start it again on its log."""
+        self.controller.stop()
+        self.controller.start(timeout)
+
     # -- what the cluster says -------------------------------------------
 
     def metadata(self, timeout: float = 5.0):

@@ -242,8 +242,7 @@ class Broker:
             partition = self.partitions.pop(key)
             if partition.is_leader and name == OFFSETS_TOPIC:
                 self.coordinator.unload(partition.index)
-            partition.become_follower(PartitionState(name, partition.index, (), (), -1,
-                                                     partition.leader_epoch + 1, 0))
+            partition.resign()
             partition.log.close()
             shutil.rmtree(self.data_dir / f"{name}-{partition.index}", ignore_errors=True)
         log.info("deleted topic %s", name)

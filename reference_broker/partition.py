@@ -117,6 +117,10 @@ class Partition:
             self.leader.on_isr_committed(state.isr, state.partition_epoch, now)
             self._wake()
 
+    def resign(self) -> None:
+        """No role at all (the topic is being deleted): waiters are answered."""
+        self._stop_role()
+
     def _stop_role(self) -> None:
         if self.leader is not None:
             self.leader.step_down()

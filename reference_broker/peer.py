@@ -43,6 +43,12 @@ class Peer:
                     SerialError, ValueError) as e:
                 self.close()
                 raise PeerError(f"{self}: {type(e).__name__}: {e}") from e
+            except asyncio.CancelledError:
+                # The caller gave up mid-exchange (its client went away): the
+                # answer may still arrive, and would be read as the next
+                # request's. Only a fresh connection is in step.
+                self.close()
+                raise
 
     async def _exchange(self, request):
         if self._streams is None:

@@ -90,6 +90,7 @@ class KafkaPythonMember:
         self.owned: set[int] = set()
         self.commit_to = None
         self.committed = None
+        self.errors: list[str] = []
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
@@ -104,11 +105,13 @@ class KafkaPythonMember:
                 tp = min(assignment)
                 try:
                     self.consumer.commit({tp: OffsetAndMetadata(self.commit_to, "", -1)})
-                except KafkaError:
-                    # A rebalance raced the commit (REBALANCE_IN_PROGRESS
-                    # and the like): kafka-python raises; try after the next poll.
+                    self.committed = self.consumer.committed(tp)
+                except KafkaError as e:
+                    # A rebalance raced the commit or its read-back
+                    # (REBALANCE_IN_PROGRESS, a coordinator timeout):
+                    # kafka-python raises; try again after the next poll.
+                    self.errors.append(repr(e))
                     continue
-                self.committed = self.consumer.committed(tp)
                 self.commit_to = None
         self.consumer.close()  # LeaveGroup
 
@@ -118,10 +121,11 @@ class KafkaPythonMember:
 
 
 def _until(condition, what):
+    """`what` may be a callable, to describe the state at the moment of failure."""
     deadline = time.monotonic() + TIMEOUT
     while not condition() and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert condition(), what
+    assert condition(), what() if callable(what) else what
 
 
 def test_kafka_python_group_of_three(broker):
@@ -137,7 +141,9 @@ def test_kafka_python_group_of_three(broker):
         _until(lambda: sorted(p for m in members for p in m.owned) == list(range(PARTITIONS)),
                "the two remaining members own every partition once")
         members[0].commit_to = 3
-        _until(lambda: members[0].committed is not None, "a commit and its read-back")
+        _until(lambda: members[0].committed is not None,
+               lambda: f"a commit and its read-back (member thread alive: "
+                       f"{members[0].thread.is_alive()}, errors: {members[0].errors})")
         assert members[0].committed == 3
     finally:
         for m in members:

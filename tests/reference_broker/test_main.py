@@ -9,6 +9,8 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from cluster.broker_process import BrokerProcess, free_port
 
 
@@ -62,3 +64,37 @@ def test_bug_switches_are_announced(tmp_path):
     broker.start()
     assert broker.stop() == 0
     assert "bug switches on: dedup-window-one, no-generation-fencing" in broker.log_path.read_text()
+
+
+def test_process_roles_and_controller_are_checked(tmp_path):
+    def run(*options: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-c", "from kchaos.cli import main; main()", "broker",
+             "--node-id", "1", "--listen", "127.0.0.1:1", "--data-dir", str(tmp_path),
+             *options], capture_output=True, text=True, timeout=30)
+    lonely = run("--process-roles", "broker")
+    assert lonely.returncode == 3
+    assert "a broker-only node needs --controller HOST:PORT" in lonely.stderr
+    both = run("--process-roles", "broker,controller", "--controller", "127.0.0.1:2")
+    assert both.returncode == 3 and "drop one of them" in both.stderr
+    unknown = run("--process-roles", "observer")
+    assert unknown.returncode == 3 and "expected broker, controller or broker,controller" \
+        in unknown.stderr
+
+
+def test_a_broker_waits_for_its_controller_before_listening(tmp_path):
+    """A broker-only node registers first: until a controller answers it
+    does not accept clients; then it does."""
+    controller = BrokerProcess(tmp_path / "controller", node_id=0, process_roles="controller")
+    broker = BrokerProcess(tmp_path / "broker", node_id=1, controller=controller.bootstrap)
+    broker.launch()
+    try:
+        with pytest.raises(TimeoutError):
+            broker.wait_ready(2)
+        assert "cannot register with the controller" in broker.log_path.read_text()
+        controller.start()
+        broker.wait_ready(20)
+        assert broker.stop() == 0
+    finally:
+        broker.kill()
+        controller.kill()

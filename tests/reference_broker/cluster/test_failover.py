@@ -14,6 +14,8 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KTopicPartition
 
 from cluster.local_cluster import LocalCluster
 from reference_broker.group import partition_for
@@ -235,3 +237,51 @@ def test_paused_follower_leaves_the_isr_and_acks_all_is_refused_until_it_returns
     wait_until(lambda: sorted(cluster.isr("pairs")) == sorted([leader, follower]),
                "the follower back in the ISR")
     assert wait_until(lambda: produce_one() is None, "acks=all accepted again")
+
+
+def test_a_restarted_controller_resumes_from_its_log(cluster):
+    """Without the controller the brokers keep serving what they lead; the
+    restarted controller knows every topic and broker from its log, and
+    the next failover is decided from there."""
+    create_topic(cluster, "t", 1, 3)
+    sender = Sender(cluster, "t")
+    sender.send(500)
+    sender.flush()
+    cluster.controller.stop()
+    sender.send(500)
+    sender.flush()
+    cluster.controller.start()
+    cluster.wait_ready()
+    leader = cluster.leader("t")
+    cluster.kill(leader)
+    wait_until(lambda: cluster.leader("t") not in (-1, leader), "a new leader")
+    sender.send(500)
+    sender.flush()
+    assert sorted(sender.acked) == list(range(1500)) and not sender.failed
+    assert_exactly_once_in_order(read_all(cluster, "t", 0, high_watermark(cluster, "t")),
+                                 sender.acked)
+
+
+def test_kafka_python_idempotent_producer_and_consumer_across_a_leader_kill(cluster):
+    """The second client: kafka-python's idempotent producer retries into
+    the new leader, and its consumer reads every acknowledged record once."""
+    create_topic(cluster, "kp", 1, 3)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap.split(","), acks="all",
+                             enable_idempotence=True, linger_ms=2, request_timeout_ms=10000,
+                             delivery_timeout_ms=50000, retries=2 ** 31 - 1)
+    futures = [producer.send("kp", str(v).encode(), partition=0) for v in range(2000)]
+    producer.flush(TIMEOUT)
+    leader = cluster.leader("kp")
+    cluster.kill(leader)
+    futures += [producer.send("kp", str(v).encode(), partition=0) for v in range(2000, 4000)]
+    producer.flush(TIMEOUT)
+    acked = [v for v, f in enumerate(futures) if f.succeeded()]
+    producer.close(TIMEOUT)
+    assert acked == list(range(4000))
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap.split(","),
+                             enable_auto_commit=False, auto_offset_reset="earliest",
+                             consumer_timeout_ms=3000)
+    consumer.assign([KTopicPartition("kp", 0)])
+    values = [int(m.value) for m in consumer]
+    consumer.close()
+    assert_exactly_once_in_order(values, acked)
