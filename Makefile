@@ -1,6 +1,7 @@
 # kchaos: everything a fresh Debian machine (as root, as CI runs) needs.
+#   make run      the main job: kchaos run on a local 3-node reference cluster
 #   make test     the whole test suite
-#   make example  the current main job on the shipped sample run directory
+#   make example  check the shipped sample run directory
 #   make bench    the benchmarks that print the README's performance figures
 
 PYTHON ?= python3
@@ -8,7 +9,10 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: test example bench system-deps clean
+.PHONY: run test example bench system-deps clean
+
+run: $(STAMP)
+	$(BIN)/kchaos run $(RUN_ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
@@ -25,6 +29,10 @@ system-deps:
 	@if ! command -v java >/dev/null 2>&1 && [ -z "$$JAVA_HOME" ]; then \
 		echo "installing Java (Spark needs it)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless; \
+	fi
+	@if ! command -v ip >/dev/null 2>&1 || ! command -v pgrep >/dev/null 2>&1; then \
+		echo "installing iproute2 and procps (node network namespaces, tests)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 procps; \
 	fi
 	@if ! $(PYTHON) -c 'import ensurepip, venv' >/dev/null 2>&1; then \
 		echo "installing python3-venv"; \

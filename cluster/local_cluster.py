@@ -15,6 +15,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 
 from cluster.broker_process import BrokerProcess
+from cluster.readiness import metadata_problem
 
 CONTROLLER_ID = 0
 
@@ -96,22 +97,17 @@ class LocalCluster:
     def wait_ready(self, timeout: float = 30.0, brokers: int | None = None) -> None:
         """Until Metadata lists `brokers` (default: every running one) and
         every partition has a leader."""
-        want = brokers if brokers is not None else sum(b.running() for b in self.brokers.values())
+        running = [n for n, b in self.brokers.items() if b.running()]
+        want = len(running) if brokers is None else brokers
         deadline = time.monotonic() + timeout
         problem = "no metadata yet"
         while time.monotonic() < deadline:
-            try:
-                meta = self.metadata(min(5.0, max(0.5, deadline - time.monotonic())))
-            except Exception as e:  # noqa: BLE001 — KafkaException while brokers come up
-                problem = f"metadata failed: {e}"
-                time.sleep(0.2)
-                continue
-            leaderless = [f"{t.topic}-{p.id}" for t in meta.topics.values()
-                          for p in t.partitions.values() if p.leader < 0]
-            if len(meta.brokers) >= want and not leaderless:
+            bootstrap = ",".join(self.brokers[n].bootstrap for n in running)
+            # The first `want` running brokers: a caller may wait for fewer.
+            problem = metadata_problem(bootstrap, set(running[:want]),
+                                       min(5.0, max(0.5, deadline - time.monotonic())))
+            if problem is None:
                 return
-            problem = (f"{len(meta.brokers)} of {want} brokers registered; "
-                       f"partitions without a leader: {leaderless[:10]}")
             time.sleep(0.2)
         tails = "\n".join(f"--- {p.log_path}\n{p.log_tail(15)}"
                           for p in [self.controller, *self.brokers.values()])

@@ -154,6 +154,111 @@ def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_exampl
         sys.exit(EXIT_UNKNOWN)
 
 
+@cli.command("run")
+@click.option("--name", default="queue", show_default=True, help="The test's name (run directory).")
+@click.option("--seed", type=int, default=None, help="Seed of every random choice (default: random, "
+              "recorded in test.json).")
+@click.option("--time-limit", type=float, default=60.0, show_default=True,
+              help="Seconds of the main phase.")
+@click.option("--db", type=click.Choice(["reference", "external"]), default="reference",
+              show_default=True, help="reference: start a local reference cluster; external: "
+              "test the cluster at --bootstrap.")
+@click.option("--bootstrap", metavar="HOST:PORT[,...]", help="The external cluster (--db external).")
+@click.option("--nodes", type=int, default=3, show_default=True, help="Reference brokers.")
+@click.option("--no-namespaces", is_flag=True, help="Loopback addresses even as root "
+              "(network namespaces are used when root by default).")
+@click.option("--subnet", default="198.18.0.0/24", show_default=True,
+              help="Subnet of the nodes' network namespaces.")
+@click.option("--config", "broker_config", multiple=True, metavar="KEY=VALUE",
+              help="A reference broker setting (repeatable), e.g. min.insync.replicas=2.")
+@click.option("--bug", "bugs", multiple=True, metavar="NAME",
+              help="A reference broker bug switch (repeatable; kchaos broker --list-bugs).")
+@click.option("--client", type=click.Choice(["confluent-kafka", "kafka-python"]),
+              default="confluent-kafka", show_default=True)
+@click.option("--topics", type=int, default=1, show_default=True)
+@click.option("--partitions", type=int, default=4, show_default=True)
+@click.option("--replication-factor", type=int, default=3, show_default=True)
+@click.option("--concurrency", type=int, default=6, show_default=True,
+              help="Worker threads, alternately producers and consumers.")
+@click.option("--rate", type=float, default=200.0, show_default=True,
+              help="Operations per second, all workers together.")
+@click.option("--consumer-mode", type=click.Choice(["assign", "subscribe", "mixed"]),
+              default="mixed", show_default=True)
+@click.option("--groups", type=int, default=1, show_default=True,
+              help="Consumer groups of the subscribe-mode consumers.")
+@click.option("--crash-clients-every", type=float, default=None, metavar="S",
+              help="Crash a worker's client about every S seconds (default: never).")
+@click.option("--acks", type=click.Choice(["0", "1", "all"]), default="all", show_default=True)
+@click.option("--idempotence/--no-idempotence", default=True, show_default=True)
+@click.option("--retries", type=int, default=None, help="Producer retries (default: the client's).")
+@click.option("--max-in-flight", type=int, default=5, show_default=True)
+@click.option("--linger-ms", type=int, default=0, show_default=True)
+@click.option("--delivery-timeout-ms", type=int, default=10000, show_default=True)
+@click.option("--request-timeout-ms", type=int, default=3000, show_default=True)
+@click.option("--session-timeout-ms", type=int, default=6000, show_default=True)
+@click.option("--heartbeat-interval-ms", type=int, default=300, show_default=True)
+@click.option("--recovery-time", type=float, default=5.0, show_default=True,
+              help="Seconds between healing and the final reads.")
+@click.option("--final-time-limit", type=float, default=60.0, show_default=True,
+              help="Seconds the final reads may take.")
+@click.option("--store", type=click.Path(file_okay=False, path_type=Path), default=Path("store"),
+              show_default=True, help="Where run directories go.")
+@click.option("--allow", "allow", multiple=True, metavar="TYPE",
+              help="An anomaly type expected in this run (repeatable), as kchaos check.")
+@click.option("--max-examples", type=click.IntRange(min=0), default=32, show_default=True)
+@spark_options
+def run_command(allow, max_examples, spark_master, spark_conf, **options) -> None:
+    """Run a test: start the cluster, drive the queue workload, read
+    everything back, check the history, print the verdict and the run
+    directory. Exit codes as kchaos check: 0 valid, 1 invalid, 2 unknown,
+    3 bad input or an error before a history was written.
+    """
+    from checkers.result import ALLOWED_BY_DEFAULT, ANOMALY_TYPES, UNKNOWN, CheckOptions
+    from kchaos.check import check_run
+    from kchaos.config import TestConfig
+    from kchaos.run import run_test
+    from workloads.clients import ClientSettings
+
+    unknown_types = [t for t in allow if t not in ANOMALY_TYPES]
+    if unknown_types:
+        raise BadInput(f"--allow {unknown_types[0]!r}: not an anomaly type; choose from "
+                       + ", ".join(ANOMALY_TYPES))
+    settings = ClientSettings(
+        acks=options.pop("acks"), idempotence=options.pop("idempotence"),
+        retries=options.pop("retries"), max_in_flight=options.pop("max_in_flight"),
+        linger_ms=options.pop("linger_ms"), delivery_timeout_ms=options.pop("delivery_timeout_ms"),
+        request_timeout_ms=options.pop("request_timeout_ms"),
+        session_timeout_ms=options.pop("session_timeout_ms"),
+        heartbeat_interval_ms=options.pop("heartbeat_interval_ms"))
+    no_namespaces = options.pop("no_namespaces")
+    seed = options.pop("seed")
+    config = TestConfig(**{k: (list(v) if isinstance(v, tuple) else v)
+                           for k, v in options.items()},
+                        client_settings=settings, use_namespaces=False if no_namespaces else None,
+                        **({} if seed is None else {"seed": seed}))
+    try:
+        config.validate()
+    except ValueError as e:
+        raise BadInput(str(e)) from None
+    outcome = run_test(config)
+    click.echo(f"run directory: {outcome.run_dir}")
+    for failure in outcome.node_failures:
+        click.echo(f"node failure: {failure}")
+    if outcome.final and not outcome.final.get("reached"):
+        click.echo("final reads did not reach every partition's end within "
+                   f"--final-time-limit {config.final_time_limit:g} s")
+    check_options = CheckOptions(max_examples=max_examples,
+                                 allowed=ALLOWED_BY_DEFAULT | frozenset(allow))
+    spark = _spark(spark_master, spark_conf, outcome.run_dir / ".spark")
+    suite = check_run(spark, outcome.run_dir, check_options)
+    click.echo(f"{outcome.run_dir}: {_verdict_line(suite)}")
+    _print_counts({outcome.run_dir: suite.result.counts})
+    if suite.valid is False:
+        sys.exit(EXIT_INVALID)
+    if suite.valid == UNKNOWN:
+        sys.exit(EXIT_UNKNOWN)
+
+
 @cli.command("broker", context_settings={"ignore_unknown_options": True,
                                          "allow_extra_args": True, "help_option_names": []},
              add_help_option=False)

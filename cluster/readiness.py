@@ -1,0 +1,26 @@
+"""Is a Kafka cluster ready for clients? Asked the way a client would: a
+Metadata request (confluent-kafka's AdminClient) must list the expected
+brokers — registered and unfenced — and a leader for every partition."""
+
+from __future__ import annotations
+
+
+def metadata_problem(bootstrap: str, brokers: set[int], timeout: float) -> str | None:
+    """None when Metadata lists every broker in `brokers` and every
+    partition has a leader; otherwise what is still missing."""
+    from confluent_kafka.admin import AdminClient
+    try:
+        # log_level 2: connection errors while brokers come up are expected;
+        # the caller's timeout says what went wrong.
+        admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 3000,
+                             "reconnect.backoff.max.ms": 500, "log_level": 2})
+        meta = admin.list_topics(timeout=timeout)
+    except Exception as e:  # noqa: BLE001 — KafkaException while brokers come up
+        return f"metadata failed: {e}"
+    leaderless = [f"{t.topic}-{p.id}" for t in meta.topics.values()
+                  for p in t.partitions.values() if p.leader < 0]
+    missing = sorted(brokers - set(meta.brokers))
+    if not missing and not leaderless:
+        return None
+    return (f"brokers not registered or fenced: {missing}; "
+            f"partitions without a leader: {leaderless[:10]}")

@@ -1,0 +1,217 @@
+"""One run, start to verdict (ARCHITECTURE.md, "The flow of one run"):
+
+    nodes + DB ─► topics ─► workload (main phase) ─► heal ─► recovery wait
+      ─► end offsets + final reads ─► teardown (in `finally`) ─► ingest + check
+
+The history is written as the run goes (`history.jsonl`, flushed), so a run
+that dies half-way still leaves a checkable prefix. Nodes are torn down and
+their logs collected whatever happened; a broker that was found dead at the
+end is reported, not hidden.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from history_analysis.history.writer import HistoryWriter
+from kchaos import __version__
+from kchaos.config import TestConfig
+from kchaos.progress import Progress
+from workloads.final import FinalReader
+from workloads.queue import QueueOptions, Stats, consumer_plan, run_queue
+
+log = logging.getLogger("kchaos.run")
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    bootstrap: str = ""
+    final: dict = field(default_factory=dict)
+    node_failures: list[str] = field(default_factory=list)
+    operations: int = 0
+    errors: int = 0
+
+
+def new_run_dir(store: Path, name: str, now: datetime) -> Path:
+    base = store / name / now.strftime("%Y%m%dT%H%M%S")
+    run_dir, n = base, 1
+    while run_dir.exists():     # two runs in one second
+        n += 1
+        run_dir = base.with_name(f"{base.name}-{n}")
+    run_dir.mkdir(parents=True)
+    return run_dir
+
+
+class Cluster:
+    """The nodes and the system under test, whichever DB adapter."""
+
+    def __init__(self, config: TestConfig, run_dir: Path):
+        self.config = config
+        self.run_dir = run_dir
+        self.backend = None
+        self.nodes: list = []
+        self.db = None
+
+    def start(self) -> str:
+        from cluster.db import ExternalDB, ReferenceDB
+        config = self.config
+        if config.db == "external":
+            self.db = ExternalDB(config.bootstrap)
+            return self.db.bootstrap_servers()
+        from cluster.local import LocalBackend
+        self.backend = LocalBackend(config.nodes, self.run_dir / "scratch", subnet=config.subnet,
+                                    use_namespaces=config.use_namespaces)
+        self.backend.setup()
+        self.nodes = list(self.backend.nodes)
+        self.db = ReferenceDB(bugs=list(config.bugs), config=list(config.broker_config))
+        self.db.start_all(self.nodes, timeout=60)
+        return self.db.bootstrap_servers()
+
+    def failures(self) -> list[str]:
+        """Nodes whose broker is not running (killed, crashed)."""
+        from cluster.db import BROKER
+        if self.db is None or not self.nodes:
+            return []
+        return [f"{node.name}: the broker is not running at the end of the run"
+                for node in self.nodes if not node.is_running(BROKER)]
+
+    def teardown(self) -> None:
+        """Collect every node's logs into nodes/<name>/, then stop everything."""
+        if self.db is not None:
+            for node in self.nodes:
+                try:
+                    self.db.collect(node, self.run_dir / "nodes" / node.name)
+                except Exception:  # noqa: BLE001 — never lose the teardown to a copy error
+                    log.exception("collecting the logs of %s", node.name)
+            for node in self.nodes:
+                try:
+                    self.db.teardown(node)
+                except Exception:  # noqa: BLE001
+                    log.exception("tearing down %s", node.name)
+        if self.backend is not None:
+            self.backend.teardown()
+            # The nodes' data: its listing and logs are in nodes/<name>/.
+            shutil.rmtree(self.run_dir / "scratch", ignore_errors=True)
+
+
+def create_topics(bootstrap: str, topics: list[str], partitions: int, replication: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(t, partitions, replication) for t in topics],
+                                  operation_timeout=30)
+    for topic, future in futures.items():
+        try:
+            future.result(60)
+        except Exception as e:  # noqa: BLE001 — KafkaException; named below
+            raise RuntimeError(f"cannot create topic {topic} ({partitions} partitions, "
+                               f"replication factor {replication}) on {bootstrap}: {e}") from e
+
+
+def run_test(config: TestConfig, progress: Progress | None = None) -> RunOutcome:
+    """Run the test `config` describes; the caller checks the run directory."""
+    config.validate()
+    started = datetime.now(timezone.utc)
+    run_dir = new_run_dir(Path(config.store), config.name, started)
+    outcome = RunOutcome(run_dir)
+    progress = progress or Progress.for_terminal()
+    # An external cluster keeps its topics and groups: names unique to this
+    # run keep an earlier run's records and offsets out of this history.
+    token = "" if config.db == "reference" else "-" + started.strftime("%Y%m%dT%H%M%S")
+    topics = [name + token for name in config.topic_names()]
+    groups = [name + token for name in config.group_names()]
+    options = QueueOptions(
+        bootstrap="", topics=tuple(topics), partitions=config.partitions, groups=tuple(groups),
+        seed=config.seed, concurrency=config.concurrency, rate=config.rate,
+        consumer_mode=config.consumer_mode, crash_clients_every=config.crash_clients_every,
+        library=config.client, settings=config.client_settings)
+    all_groups = groups + [group for _, mode, group in consumer_plan(options)
+                           if mode == "assign"]
+    cluster = Cluster(config, run_dir)
+    history = None
+    stats = Stats()
+    try:
+        write_test_json(run_dir, config, started, topics, all_groups)
+        progress.phase("setup")
+        outcome.bootstrap = cluster.start()
+        create_topics(outcome.bootstrap, topics, config.partitions, config.replication_factor)
+        options = QueueOptions(**{**options.__dict__, "bootstrap": outcome.bootstrap})
+        history = HistoryWriter(run_dir / "history.jsonl")
+        progress.phase("main", stats)
+        run_queue(options, history, config.time_limit, stats)
+        progress.phase("heal")          # nothing to heal until the nemeses exist
+        progress.phase("recovery")
+        time.sleep(config.recovery_time)
+        progress.phase("final")
+        reader = FinalReader(history, bootstrap=outcome.bootstrap, library=config.client,
+                             settings=config.client_settings,
+                             partitions=[(t, p) for t in topics for p in range(config.partitions)],
+                             first_process=10 * config.concurrency,
+                             process_step=config.concurrency)
+        outcome.final = reader.run(config.final_time_limit)
+    finally:
+        progress.phase("teardown")
+        if history is not None:
+            history.close()
+        outcome.node_failures = cluster.failures()
+        cluster.teardown()
+        outcome.operations, outcome.errors = stats.snapshot()
+        progress.close()
+    _amend_test_json(run_dir, {"final": outcome.final, "node_failures": outcome.node_failures,
+                               "bootstrap": outcome.bootstrap})
+    return outcome
+
+
+def write_test_json(run_dir: Path, config: TestConfig, started: datetime,
+                    topics: list[str], groups: list[str]) -> None:
+    body = {
+        "schema_version": SCHEMA_VERSION, "name": config.name, "seed": config.seed,
+        "start_wall_time": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "nodes": [f"n{i + 1}" for i in range(config.nodes)] if config.db == "reference" else [],
+        "topics": {t: {"partitions": config.partitions,
+                       "replication_factor": config.replication_factor} for t in topics},
+        "groups": groups,
+        "config": config.to_json(),
+        "sut": {"kind": config.db, "version": __version__ if config.db == "reference" else None,
+                "bugs": list(config.bugs)},
+        "kchaos_version": __version__,
+    }
+    (run_dir / "test.json").write_text(json.dumps(body, indent=1) + "\n")
+
+
+def _amend_test_json(run_dir: Path, extra: dict) -> None:
+    path = run_dir / "test.json"
+    if path.exists():
+        body = json.loads(path.read_text())
+        body["outcome"] = extra
+        path.write_text(json.dumps(body, indent=1) + "\n")
+
+
+@dataclass
+class RunResult:
+    """What a finished, checked run says: `valid` is True, False or "unknown"."""
+    valid: bool | str
+    counts: dict[str, int]
+    anomalies: dict[str, list]
+    run_dir: Path
+    outcome: RunOutcome
+
+
+def run_and_check(config: TestConfig, spark, *, allowed: frozenset[str] = frozenset(),
+                  max_examples: int = 32, progress: Progress | None = None) -> RunResult:
+    """run_test, then the checker suite on its run directory (results.json)."""
+    from checkers.result import ALLOWED_BY_DEFAULT, CheckOptions
+    from kchaos.check import check_run
+    outcome = run_test(config, progress)
+    suite = check_run(spark, outcome.run_dir, CheckOptions(
+        max_examples=max_examples, allowed=ALLOWED_BY_DEFAULT | allowed))
+    return RunResult(suite.valid, dict(suite.result.counts), dict(suite.result.anomalies),
+                     outcome.run_dir, outcome)

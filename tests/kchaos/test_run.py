@@ -1,0 +1,216 @@
+"""`kchaos run` end to end: a local 3-node reference cluster, real clients,
+the history, the final reads and the checks — clean runs, seeds, an
+external cluster, a broker killed by hand, and a bug switch that must show
+`lost-write` while the same run without it is valid."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import threading
+import time
+from collections import Counter, defaultdict
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from cluster.local_cluster import LocalCluster
+from history_analysis.history.reader import validate_history
+from kchaos.config import TestConfig
+from kchaos.progress import Progress
+from kchaos.run import run_and_check, run_test
+
+pytestmark = pytest.mark.spark
+
+FAST_BROKERS = ["broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=300",
+                "replica.lag.time.max.ms=3000", "group.initial.rebalance.delay.ms=0"]
+
+
+def events(run_dir) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+
+
+def completions(run_dir) -> Counter:
+    return Counter((e["f"], e["type"]) for e in events(run_dir) if e["type"] != "invoke")
+
+
+def test_a_clean_30_second_run_is_valid(kchaos):
+    """Through the pytest plugin's fixture, as a user's suite would."""
+    result = kchaos(time_limit=30, seed=1, crash_clients_every=8, concurrency=6, rate=300,
+                    broker_config=FAST_BROKERS, recovery_time=2)
+    assert result.valid is True, (result.counts, result.run_dir)
+    done = completions(result.run_dir)
+    sends = done[("send", "ok")]
+    reads = sum(len(e["value"]["reads"]) for e in events(result.run_dir)
+                if e["f"] == "poll" and e["type"] == "ok")
+    assert sends >= 2000 and reads >= 2000, (sends, reads)
+    assert done[("assign", "ok")] and done[("subscribe", "ok")]
+    assert done[("commit", "ok")] and done[("committed", "ok")] and done[("crash", "info")]
+    assert result.outcome.final["reached"] is True
+    test_json = json.loads((result.run_dir / "test.json").read_text())
+    assert test_json["seed"] == 1 and test_json["nodes"] == ["n1", "n2", "n3"]
+    assert test_json["config"]["client_settings"]["acks"] == "all"
+    assert sorted(p.name for p in (result.run_dir / "nodes").iterdir()) == ["n1", "n2", "n3"]
+    assert (result.run_dir / "results.json").is_file()
+
+
+def decisions(run_dir, concurrency: int) -> dict[int, list]:
+    """Per worker slot, what it chose to invoke: the records of its sends,
+    the kinds of its other operations (a commit with nothing to commit
+    becomes a committed read, so the two count as one choice)."""
+    chosen = defaultdict(list)
+    for e in events(run_dir):
+        if e["type"] != "invoke" or e.get("phase") == "final":
+            continue
+        slot = e["process"] % concurrency
+        if e["f"] == "send":
+            chosen[slot] += [(s["topic"], s["partition"], s["value"]) for s in e["value"]["sends"]]
+        else:
+            chosen[slot].append("commit/committed" if e["f"] in ("commit", "committed")
+                                else e["f"])
+    return chosen
+
+
+def test_the_same_seed_invokes_the_same_operations(tmp_path):
+    runs = []
+    for n in range(2):
+        config = TestConfig(seed=42, time_limit=8, store=tmp_path / f"s{n}", rate=150,
+                            crash_clients_every=3, broker_config=FAST_BROKERS,
+                            recovery_time=0, final_time_limit=30)
+        runs.append(decisions(run_test(config, Progress.quiet()).run_dir, config.concurrency))
+    first, second = runs
+    assert sorted(first) == sorted(second) == list(range(6))
+    for slot in first:
+        common = min(len(first[slot]), len(second[slot]))
+        assert common >= 20, f"slot {slot} made only {common} choices"
+        assert first[slot][:common] == second[slot][:common], f"slot {slot} diverged"
+    other = TestConfig(seed=43, time_limit=4, store=tmp_path / "s2", rate=150,
+                       broker_config=FAST_BROKERS, recovery_time=0, final_time_limit=30)
+    third = decisions(run_test(other, Progress.quiet()).run_dir, other.concurrency)
+    assert third[0][:20] != first[0][:20], "another seed, other choices"
+
+
+def test_external_cluster(tmp_path, spark):
+    with LocalCluster(tmp_path / "theirs", 3, config=FAST_BROKERS) as theirs:
+        config = TestConfig(db="external", bootstrap=theirs.bootstrap, time_limit=10,
+                            store=tmp_path / "store", recovery_time=1)
+        result = run_and_check(config, spark, progress=Progress.quiet())
+        topics = AdminClient({"bootstrap.servers": theirs.bootstrap}).list_topics(
+            timeout=10).topics
+    assert result.valid is True, (result.counts, result.run_dir)
+    # Names unique to the run: an earlier run's records stay out of this one.
+    [topic] = json.loads((result.run_dir / "test.json").read_text())["topics"]
+    assert re.fullmatch(r"kchaos-t0-\d{8}T\d{6}", topic) and topic in topics
+    assert not (result.run_dir / "nodes").exists()   # nothing of theirs to collect
+
+
+def broker_pids(store, node: str) -> list[int]:
+    found = subprocess.run(["pgrep", "-f", "--", f"--data-dir {store}/.*/scratch/{node}/data"],
+                           capture_output=True, text=True)
+    return [int(pid) for pid in found.stdout.split()]
+
+
+def when_brokers_run(store, nodes: list[str], timeout: float = 60) -> dict[str, int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pids = {node: broker_pids(store, node) for node in nodes}
+        if all(len(p) == 1 for p in pids.values()):
+            return {node: p[0] for node, p in pids.items()}
+        time.sleep(0.2)
+    raise AssertionError(f"brokers {nodes} not running under {store}")
+
+
+def test_a_broker_killed_by_hand_is_reported_and_the_run_completes(tmp_path, spark):
+    store = tmp_path / "store"
+    config = TestConfig(time_limit=15, store=store, broker_config=FAST_BROKERS, recovery_time=2)
+
+    def kill_n2():
+        pid = when_brokers_run(store, ["n2"])["n2"]
+        time.sleep(6)       # well into the main phase
+        subprocess.run(["kill", "-9", str(pid)], check=True)
+
+    killer = threading.Thread(target=kill_n2)
+    killer.start()
+    result = run_and_check(config, spark, progress=Progress.quiet())
+    killer.join()
+    assert result.outcome.node_failures == [
+        "n2: the broker is not running at the end of the run"]
+    assert result.outcome.final["reached"] is True
+    history = events(result.run_dir)
+    assert [e["index"] for e in history] == list(range(len(history)))
+    report = validate_history(result.run_dir / "history.jsonl")   # well-formed to the end
+    assert report.truncated is None and not report.unmatched
+    # acks=all with three replicas: one broker down loses nothing.
+    assert result.valid is True, (result.counts, result.run_dir)
+
+
+def leader_of(bootstrap: str, topic: str) -> int:
+    meta = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+    return meta.topics[topic].partitions[0].leader
+
+
+def isr_of(bootstrap: str, topic: str) -> list[int]:
+    meta = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+    return list(meta.topics[topic].partitions[0].isrs)
+
+
+@pytest.mark.parametrize("bug", [None, "acks-all-ignores-min-isr"])
+def test_acks_all_ignoring_min_isr_loses_writes_after_an_unclean_election(tmp_path, spark, bug):
+    """BROKER.md's recipe, by hand: the followers paused until the ISR is the
+    leader alone, the leader killed, the followers back; with unclean
+    election the new leader lacks what the old one acknowledged alone.
+
+    The consumers join a group whose initial rebalance outlasts the main
+    phase, so only the final reads read, as in Jepsen's Kafka tests: the
+    loss shows as `lost-write`. (Consumers reading all along would have read
+    those records from the old leader, and the loss would show as
+    `inconsistent-offsets` where the new leader wrote other values.)"""
+    store = tmp_path / "store"
+    config = TestConfig(time_limit=25, store=store, partitions=1, recovery_time=3,
+                        consumer_mode="subscribe",
+                        broker_config=FAST_BROKERS + ["min.insync.replicas=2",
+                                                      "unclean.leader.election.enable=true",
+                                                      "group.initial.rebalance.delay.ms=120000"],
+                        bugs=[bug] if bug else [], final_time_limit=40)
+    nodes = ["n1", "n2", "n3"]
+    timeline = []
+
+    def faults():
+        pids = when_brokers_run(store, nodes)
+        time.sleep(4)
+        bootstrap = ",".join(f"{a}:9092" for a in _addresses(store))
+        leader = f"n{leader_of(bootstrap, 'kchaos-t0')}"
+        followers = [n for n in nodes if n != leader]
+        for node in followers:
+            subprocess.run(["kill", "-STOP", str(pids[node])], check=True)
+        timeline.append(f"paused {followers}")
+        deadline = time.monotonic() + 20
+        while isr_of(bootstrap, "kchaos-t0") != [int(leader[1:])] \
+                and time.monotonic() < deadline:
+            time.sleep(0.3)
+        timeline.append(f"ISR {isr_of(bootstrap, 'kchaos-t0')}")
+        time.sleep(3)       # writes the leader alone holds
+        subprocess.run(["kill", "-KILL", str(pids[leader])], check=True)
+        for node in followers:
+            subprocess.run(["kill", "-CONT", str(pids[node])], check=True)
+        timeline.append(f"killed {leader}, resumed {followers}")
+
+    fault_thread = threading.Thread(target=faults)
+    fault_thread.start()
+    result = run_and_check(config, spark, progress=Progress.quiet())
+    fault_thread.join()
+    assert len(timeline) == 3, timeline
+    if bug:
+        assert result.valid is False and result.counts.get("lost-write"), \
+            (result.counts, timeline, result.run_dir)
+    else:
+        assert result.valid is True, (result.counts, timeline, result.run_dir)
+
+
+def _addresses(store) -> list[str]:
+    """The nodes' addresses, from the brokers' own command lines."""
+    found = subprocess.run(["pgrep", "-af", "--", f"--data-dir {store}/"], capture_output=True,
+                           text=True).stdout
+    return sorted(set(re.findall(r"--listen (\S+):9092", found)))

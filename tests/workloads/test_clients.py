@@ -1,0 +1,343 @@
+"""The client adapters with real clients against a real reference broker
+(one broker for the module; a 3-broker cluster where replicas must fail):
+every test runs once per library, the same suite for every implementation."""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cluster.broker_process import BrokerProcess
+from cluster.local_cluster import LocalCluster
+from workloads.clients import (LIBRARIES, ClientSettings, Outcome, make_consumer,
+                               make_producer)
+
+TIMEOUT = 30  # s: the bound of every wait
+SETTINGS = ClientSettings()
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    """One broker for the module (topics are per test); it never creates a
+    topic by itself, so a send to a missing topic is refused."""
+    process = BrokerProcess(tmp_path_factory.mktemp("broker") / "data", config=[
+        "group.initial.rebalance.delay.ms=0", "num.partitions=2",
+        "auto.create.topics.enable=false"])
+    with process:
+        yield process
+
+
+@pytest.fixture(params=LIBRARIES)
+def library(request):
+    return request.param
+
+
+@pytest.fixture
+def topic(broker):
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=2,
+                                  replication_factor=1)])[name].result(TIMEOUT)
+    return name
+
+
+@pytest.fixture
+def clients():
+    """Closes every client a test made."""
+    made = []
+    yield made
+    for client in made:
+        client.close()
+
+
+def producer(library, broker, clients, settings=SETTINGS):
+    client = make_producer(library, broker.bootstrap, settings, f"p-{uuid.uuid4().hex[:6]}")
+    clients.append(client)
+    return client
+
+
+def consumer(library, broker, clients, group=None, settings=SETTINGS):
+    client = make_consumer(library, broker.bootstrap, settings,
+                           f"c-{uuid.uuid4().hex[:6]}", group)
+    clients.append(client)
+    return client
+
+
+def poll_until(client, condition, what: str) -> list[Outcome]:
+    """Poll until `condition(outcomes so far)`; every poll must be ok."""
+    outcomes: list[Outcome] = []
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        outcomes.append(client.poll(0.5))
+        assert outcomes[-1].type == "ok", outcomes[-1]
+        if condition(outcomes):
+            return outcomes
+    raise AssertionError(f"{what} within {TIMEOUT} s; polls: {outcomes}")
+
+
+def reads_of(outcomes: list[Outcome]) -> list[dict]:
+    return [r for o in outcomes for r in o.value["reads"]]
+
+
+def subscribed(library, broker, clients, group, topic):
+    """A consumer that is a member of `group` and owns both partitions."""
+    member = consumer(library, broker, clients, group)
+    assert member.subscribe(group, [topic]) == Outcome("ok", {"group": group, "topics": [topic]})
+    polls = poll_until(member, lambda os: any(o.value["rebalances"] for o in os),
+                       "an assignment")
+    return member, [r for o in polls for r in o.value["rebalances"]]
+
+
+# -- send ------------------------------------------------------------------------
+
+def test_send_acknowledged_with_offsets_in_order(library, broker, topic, clients):
+    p = producer(library, broker, clients)
+    outcome = p.send([(topic, 0, 10), (topic, 0, 11), (topic, 1, 12), (topic, 0, 13)], 10)
+    assert outcome == Outcome("ok", {"sends": [
+        {"topic": topic, "partition": 0, "value": 10, "offset": 0},
+        {"topic": topic, "partition": 0, "value": 11, "offset": 1},
+        {"topic": topic, "partition": 1, "value": 12, "offset": 0},
+        {"topic": topic, "partition": 0, "value": 13, "offset": 2}]})
+    assert p.send([(topic, 0, 14)], 10).value["sends"][0]["offset"] == 3
+
+
+def test_send_with_acks_zero_has_no_offset(library, broker, topic, clients):
+    p = producer(library, broker, clients, ClientSettings(acks="0", idempotence=False))
+    outcome = p.send([(topic, 1, 20)], 10)
+    assert outcome.type == "ok"
+    assert outcome.value["sends"][0]["offset"] is None
+
+
+def test_send_to_missing_topic_fails(library, broker, clients):
+    p = producer(library, broker, clients, ClientSettings(max_block_ms=1000))
+    started = time.monotonic()
+    outcome = p.send([("no-such-topic", 0, 30), ("no-such-topic", 1, 31)], 10)
+    assert outcome.type == "fail", outcome
+    assert [s["offset"] for s in outcome.value["sends"]] == [None, None]
+    # confluent: UNKNOWN_TOPIC_OR_PART once topic.metadata.propagation.max.ms
+    # passed; kafka-python: send() found no metadata within max_block_ms.
+    assert outcome.error.split(":")[0] in ("UNKNOWN_TOPIC_OR_PART", "KafkaTimeoutError")
+    assert time.monotonic() - started < 8
+
+
+def test_send_to_missing_partition_fails(library, broker, topic, clients):
+    p = producer(library, broker, clients)
+    assert p.send([(topic, 0, 40)], 10).type == "ok"  # the topic's metadata is known now
+    outcome = p.send([(topic, 7, 41)], 10)
+    assert outcome.type == "fail", outcome
+    assert outcome.error.split(":")[0] in ("_UNKNOWN_PARTITION", "ValueError")
+
+
+def test_send_to_paused_broker_is_info_and_spends_the_producer(library, broker, topic,
+                                                               clients):
+    p = producer(library, broker, clients)
+    assert p.send([(topic, 0, 50)], 10).type == "ok"  # connected
+    broker.pause()
+    try:
+        started = time.monotonic()
+        outcome = p.send([(topic, 0, 51)], 1.5)
+        elapsed = time.monotonic() - started
+    finally:
+        broker.resume()
+    assert outcome.type == "info", outcome
+    assert outcome.value["sends"] == [{"topic": topic, "partition": 0, "value": 51,
+                                       "offset": None}]
+    assert outcome.error.split(":")[0] in ("_TIMED_OUT", "KafkaTimeoutError")
+    assert 1.4 < elapsed < 5
+    with pytest.raises(RuntimeError, match="make a new one"):
+        p.send([(topic, 0, 52)], 1)
+
+
+# -- consume -----------------------------------------------------------------------
+
+def test_assign_from_beginning_reads_values_and_raw_records(library, broker, topic, clients):
+    assert producer(library, broker, clients).send(
+        [(topic, 0, 60), (topic, 1, 61), (topic, 0, 62)], 10).type == "ok"
+    raw = Producer({"bootstrap.servers": broker.bootstrap})
+    raw.produce(topic, b"not a number", partition=1)
+    assert raw.flush(TIMEOUT) == 0
+    c = consumer(library, broker, clients)
+    assert c.assign([(topic, 0), (topic, 1)], True) == Outcome("ok", {
+        "partitions": [{"topic": topic, "partition": 0}, {"topic": topic, "partition": 1}],
+        "seek_to_beginning": True})
+    polls = poll_until(c, lambda os: len(reads_of(os)) >= 4, "4 reads")
+    got = sorted(reads_of(polls), key=lambda r: (r["partition"], r["offset"]))
+    assert got == [
+        {"topic": topic, "partition": 0, "offset": 0, "value": 60},
+        {"topic": topic, "partition": 0, "offset": 1, "value": 62},
+        {"topic": topic, "partition": 1, "offset": 0, "value": 61},
+        {"topic": topic, "partition": 1, "offset": 1, "value": None,
+         "raw": base64.b64encode(b"not a number").decode()}]
+    assert all(o.value["rebalances"] == [] for o in polls)  # assign mode: no callbacks
+
+
+def test_poll_returns_early_when_records_arrive(library, broker, topic, clients):
+    assert producer(library, broker, clients).send([(topic, 0, 70)], 10).type == "ok"
+    c = consumer(library, broker, clients)
+    c.assign([(topic, 0)], True)
+    poll_until(c, lambda os: reads_of(os), "the first read")
+    assert producer(library, broker, clients).send([(topic, 0, 71)], 10).type == "ok"
+    started = time.monotonic()
+    outcome = c.poll(10)
+    assert [r["value"] for r in outcome.value["reads"]] == [71]
+    assert time.monotonic() - started < 5  # not the whole 10 s
+
+
+def test_subscribe_reports_the_assignment_in_a_poll(library, broker, topic, clients):
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    _, rebalances = subscribed(library, broker, clients, group, topic)
+    assert rebalances == [{"kind": "assigned", "group": group, "partitions": [
+        {"topic": topic, "partition": 0}, {"topic": topic, "partition": 1}]}]
+
+
+def test_end_offsets_are_the_high_watermarks(library, broker, topic, clients):
+    assert producer(library, broker, clients).send(
+        [(topic, 0, v) for v in range(80, 85)] + [(topic, 1, 85)], 10).type == "ok"
+    outcome = consumer(library, broker, clients).end_offsets([(topic, 0), (topic, 1)], 10)
+    assert outcome == Outcome("ok", {"offsets": [
+        {"topic": topic, "partition": 0, "offset": 5},
+        {"topic": topic, "partition": 1, "offset": 1}]})
+
+
+# -- commit and committed ----------------------------------------------------------------
+
+def test_commit_then_committed(library, broker, topic, clients):
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    c = consumer(library, broker, clients, group)
+    c.assign([(topic, 0), (topic, 1)], True)
+    assert c.commit(group, [(topic, 0, 3)]) == Outcome("ok", {
+        "group": group, "offsets": [{"topic": topic, "partition": 0, "offset": 3}]})
+    assert c.committed(group, [(topic, 0), (topic, 1)], 10) == Outcome("ok", {
+        "group": group, "offsets": [{"topic": topic, "partition": 0, "offset": 3},
+                                    {"topic": topic, "partition": 1, "offset": None}]})
+
+
+def test_committed_of_a_group_without_commits_is_none(library, broker, topic, clients):
+    group = f"fresh-{uuid.uuid4().hex[:6]}"
+    outcome = consumer(library, broker, clients, group).committed(group, [(topic, 0)], 10)
+    assert outcome == Outcome("ok", {"group": group, "offsets": [
+        {"topic": topic, "partition": 0, "offset": None}]})
+
+
+def test_a_member_commits_its_partitions(library, broker, topic, clients):
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    member, _ = subscribed(library, broker, clients, group, topic)
+    assert member.commit(group, [(topic, 1, 4)]).type == "ok"
+    assert member.committed(group, [(topic, 1)], 10).value["offsets"][0]["offset"] == 4
+
+
+def test_commit_by_a_non_member_of_an_active_group_fails(library, broker, topic, clients):
+    """A consumer outside the group (assign mode, no generation) commits
+    while the group has a member: the coordinator refuses with
+    UNKNOWN_MEMBER_ID (Kafka's validateOffsetCommit), and nothing is stored."""
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    member, _ = subscribed(library, broker, clients, group, topic)
+    outsider = consumer(library, broker, clients, group)
+    outsider.assign([(topic, 0)], True)
+    outcome = outsider.commit(group, [(topic, 0, 9)])
+    assert outcome.type == "fail", outcome
+    assert "UNKNOWN_MEMBER_ID" in outcome.error or "UnknownMemberIdError" in outcome.error
+    assert member.committed(group, [(topic, 0)], 10).value["offsets"][0]["offset"] is None
+
+
+def test_reads_while_the_broker_is_paused_fail(library, broker, topic, clients):
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    c = consumer(library, broker, clients, group)
+    c.assign([(topic, 0)], True)
+    assert c.commit(group, [(topic, 0, 0)]).type == "ok"  # coordinator and leader known
+    assert c.end_offsets([(topic, 0)], 10).type == "ok"
+    broker.pause()
+    try:
+        committed = c.committed(group, [(topic, 0)], 1)
+        ends = c.end_offsets([(topic, 0)], 1)
+        polled = c.poll(0.5)
+    finally:
+        broker.resume()
+    assert committed == Outcome("fail", {"group": group, "offsets": [
+        {"topic": topic, "partition": 0, "offset": None}]}, committed.error)
+    assert ends == Outcome("fail", {"offsets": [
+        {"topic": topic, "partition": 0, "offset": None}]}, ends.error)
+    assert {committed.error.split(":")[0], ends.error.split(":")[0]} <= {
+        "_TIMED_OUT", "KafkaTimeoutError"}
+    # A poll that reads nothing is still a poll that happened.
+    assert polled == Outcome("ok", {"reads": [], "rebalances": []})
+
+
+def test_unanswered_commit_is_info(library, broker, topic, clients):
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    c = consumer(library, broker, clients, group,
+                 ClientSettings(default_api_timeout_ms=1500))
+    c.assign([(topic, 0)], True)
+    assert c.commit(group, [(topic, 0, 1)]).type == "ok"  # the coordinator is known
+    broker.pause()
+    try:
+        started = time.monotonic()
+        outcome = c.commit(group, [(topic, 0, 2)])
+        elapsed = time.monotonic() - started
+    finally:
+        broker.resume()
+    assert outcome.type == "info", outcome
+    assert outcome.error.split(":")[0] in ("_TIMED_OUT", "KafkaTimeoutError")
+    assert 1.4 < elapsed < 5
+    if library == "confluent-kafka":
+        # librdkafka goes on committing in the background and the consumer
+        # blocks every call until it is answered: the adapter refuses use.
+        with pytest.raises(RuntimeError, match="make a new one"):
+            c.poll(0.1)
+    c.close()  # returns at once; the real close follows the commit's answer
+    deadline = time.monotonic() + TIMEOUT
+    while any(t.name == "close-after-commit" for t in threading.enumerate()) \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(t.name == "close-after-commit" for t in threading.enumerate())
+
+
+def test_consumer_belongs_to_its_group(library, broker, clients):
+    c = consumer(library, broker, clients, "mine")
+    with pytest.raises(ValueError, match="group='other'.*make_consumer"):
+        c.commit("other", [("t", 0, 1)])
+    with pytest.raises(ValueError, match="group=None"):
+        consumer(library, broker, clients).committed("mine", [("t", 0)], 1)
+
+
+CLUSTER_SETTINGS = [
+    "broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=300",
+    "replica.lag.time.max.ms=2000", "replica.fetch.wait.max.ms=200",
+    "group.initial.rebalance.delay.ms=0", "min.insync.replicas=3",
+]
+
+
+def test_not_enough_replicas_fails_only_without_retries(library, tmp_path):
+    """min.insync.replicas=3 and a follower down: the leader refuses acks=all
+    before the append. Without retries that is certain (`fail`); with
+    retries the producer tries until its timeout (`info`)."""
+    with LocalCluster(tmp_path, 3, config=CLUSTER_SETTINGS) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("r", 1, 3)])["r"].result(TIMEOUT)
+        cluster.wait_ready(TIMEOUT)
+        eager = make_producer(library, cluster.bootstrap,
+                              ClientSettings(idempotence=False, retries=0), "eager")
+        patient = make_producer(library, cluster.bootstrap, ClientSettings(), "patient")
+        try:
+            assert eager.send([("r", 0, 1)], 10).type == "ok"
+            assert patient.send([("r", 0, 2)], 10).type == "ok"
+            leader = cluster.leader("r", 0)
+            cluster.kill(next(n for n in cluster.brokers if n != leader))
+            deadline = time.monotonic() + TIMEOUT
+            while len(cluster.isr("r", 0)) > 2 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert len(cluster.isr("r", 0)) == 2
+            refused = eager.send([("r", 0, 3)], 10)
+            retried = patient.send([("r", 0, 4)], 2)
+        finally:
+            eager.close()
+            patient.close()
+    assert refused.type == "fail", refused
+    assert refused.error.split(":")[0] in ("NOT_ENOUGH_REPLICAS", "NotEnoughReplicasError")
+    assert retried.type == "info", retried

@@ -1,0 +1,165 @@
+"""What every client adapter shares: the outcome of an operation in history
+terms, the client settings, the two small protocols, and the pieces of
+HISTORY.md both libraries produce the same way (record values, completion
+values, the verdict of an operation over several items).
+
+The one idea: an operation is `ok` when everything it asked for happened,
+`fail` only when every part of it *certainly* did not happen, and `info`
+otherwise. Each library's error table (in its own module) says which errors
+are certain; anything it does not list is `info`.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from dataclasses import dataclass
+from typing import Protocol
+
+OK, FAIL, INFO = "ok", "fail", "info"
+# NOT_ENOUGH_REPLICAS is returned before the append (the ISR is too small),
+# so the attempt that saw it wrote nothing; but with retries an earlier
+# attempt may have timed out after its append. Certain only without retries.
+FAIL_UNLESS_RETRIED = "fail-unless-retried"
+
+_DECIMAL = re.compile(rb"-?[0-9]+")
+_INT64 = range(-2**63, 2**63)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    type: str                   # "ok" | "fail" | "info"
+    value: dict                 # the completion value of HISTORY.md's table for that f
+    error: str | None = None    # "<ERROR_NAME>: <message>" on fail/info
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """Every client knob, with Kafka's meaning (the Java client's property of
+    the same name); each library module maps them to its own names."""
+    acks: str = "all"                   # "0" | "1" | "all"
+    idempotence: bool = True            # enable.idempotence (KIP-98)
+    retries: int | None = None          # None: the client's default (effectively unbounded)
+    max_in_flight: int = 5              # max.in.flight.requests.per.connection
+    linger_ms: int = 0
+    delivery_timeout_ms: int = 10000    # KIP-91: bounds a record from send() to its outcome
+    request_timeout_ms: int = 3000      # how long the client waits for any response
+    session_timeout_ms: int = 6000
+    heartbeat_interval_ms: int = 300
+    max_poll_interval_ms: int = 30000   # also the rebalance timeout a member sends in JoinGroup
+    max_block_ms: int = 2000            # how long a send waits for its topic in the metadata
+    default_api_timeout_ms: int = 5000  # bounds calls without a timeout argument (commit)
+    fetch_max_wait_ms: int = 500
+    retry_backoff_ms: int = 100
+    reconnect_backoff_ms: int = 50
+    reconnect_backoff_max_ms: int = 1000
+
+    def __post_init__(self):
+        if self.acks not in ("0", "1", "all"):
+            raise ValueError(f"acks={self.acks!r} ({type(self.acks).__name__}): "
+                             f'use one of the strings "0", "1", "all"')
+        if self.idempotence:
+            # KIP-98 / KIP-679: both libraries refuse these with idempotence on.
+            conflicts = [f"{name}={value!r}" for name, value, bad in [
+                ("acks", self.acks, self.acks != "all"),
+                ("retries", self.retries, self.retries == 0),
+                ("max_in_flight", self.max_in_flight, self.max_in_flight > 5)] if bad]
+            if conflicts:
+                raise ValueError(f"idempotence=True conflicts with {', '.join(conflicts)}: "
+                                 f"use acks='all', retries None or > 0, max_in_flight <= 5, "
+                                 f"or idempotence=False")
+        if not self.fetch_max_wait_ms < self.request_timeout_ms:
+            raise ValueError(f"fetch_max_wait_ms={self.fetch_max_wait_ms!r} must be below "
+                             f"request_timeout_ms={self.request_timeout_ms!r}: a fetch the "
+                             f"broker may hold that long would time out")
+        if not self.heartbeat_interval_ms < self.session_timeout_ms <= self.max_poll_interval_ms:
+            raise ValueError(f"need heartbeat_interval_ms ({self.heartbeat_interval_ms!r}) < "
+                             f"session_timeout_ms ({self.session_timeout_ms!r}) <= "
+                             f"max_poll_interval_ms ({self.max_poll_interval_ms!r})")
+
+
+class ProducerClient(Protocol):
+    def send(self, sends: list[tuple[str, int, int]], timeout: float) -> Outcome:
+        """Send each (topic, partition, value) and wait up to `timeout` s for
+        every outcome. After an `info` the producer is spent (records may still
+        be delivered later): close it and make a new one, as a new process."""
+
+    def close(self) -> None: ...
+
+
+class ConsumerClient(Protocol):
+    """A consumer of the group it was made with (or of none: assign only).
+    poll, committed and end_offsets only read: their failures are `fail`,
+    except a poll after which the client cannot go on (`info`). After an
+    `info` commit, close it and make a new one."""
+
+    def assign(self, partitions: list[tuple[str, int]], seek_to_beginning: bool) -> Outcome: ...
+    def subscribe(self, group: str, topics: list[str]) -> Outcome: ...
+    def poll(self, timeout: float, max_records: int = 500) -> Outcome: ...
+    def commit(self, group: str, offsets: list[tuple[str, int, int]]) -> Outcome: ...
+    def committed(self, group: str, partitions: list[tuple[str, int]],
+                  timeout: float) -> Outcome: ...
+    def end_offsets(self, partitions: list[tuple[str, int]], timeout: float) -> Outcome: ...
+    def close(self) -> None: ...
+
+
+# -- values ---------------------------------------------------------------------
+
+def encode_value(value: int) -> bytes:
+    return str(value).encode("ascii")
+
+
+def read(topic: str, partition: int, offset: int, raw: bytes | None) -> dict:
+    """A read as HISTORY.md records it: a value that is not an ASCII decimal
+    64-bit int (another writer's record, a null) keeps its bytes in `raw`."""
+    raw = raw or b""
+    if _DECIMAL.fullmatch(raw) and int(raw) in _INT64:
+        return {"topic": topic, "partition": partition, "offset": offset, "value": int(raw)}
+    return {"topic": topic, "partition": partition, "offset": offset, "value": None,
+            "raw": base64.b64encode(raw).decode("ascii")}
+
+
+def partitions_value(partitions) -> list[dict]:
+    return [{"topic": t, "partition": p} for t, p in partitions]
+
+
+def rebalance(kind: str, group: str, partitions) -> dict:
+    return {"kind": kind, "group": group, "partitions": partitions_value(partitions)}
+
+
+def offsets_value(offsets) -> list[dict]:
+    return [{"topic": t, "partition": p, "offset": o} for t, p, o in offsets]
+
+
+def sends_outcome(sends: list[tuple[str, int, int]], offsets: list[int | None],
+                  errors: list[tuple[str, str] | None]) -> Outcome:
+    value = {"sends": [{"topic": t, "partition": p, "value": v, "offset": o}
+                       for (t, p, v), o in zip(sends, offsets)]}
+    return verdict(value, errors)
+
+
+def verdict(value: dict, errors: list[tuple[str, str] | None]) -> Outcome:
+    """The outcome of an operation over items, from each item's error: None
+    (it happened) or (FAIL or INFO, "NAME: message"). `fail` needs every
+    item certainly not done; a mix of done and not done is `info`."""
+    failed = [e for e in errors if e is not None]
+    if not failed:
+        return Outcome(OK, value)
+    certain = len(failed) == len(errors) and all(kind == FAIL for kind, _ in failed)
+    return Outcome(FAIL if certain else INFO, value, failed[0][1])
+
+
+def resolve(kind: str, retries: int | None) -> str:
+    """A table entry as FAIL or INFO for an operation made with `retries`."""
+    if kind == FAIL_UNLESS_RETRIED:
+        return FAIL if retries == 0 else INFO
+    return kind
+
+
+def check_group(own: str | None, group: str, argument: str = "group") -> None:
+    """A consumer belongs to the group it was made with (group.id is fixed
+    when a Kafka consumer is created)."""
+    if group != own:
+        raise ValueError(f"{argument}={group!r}, but this consumer was made with "
+                         f"group={own!r}: make a consumer with make_consumer(..., "
+                         f"group={group!r}) for that group")

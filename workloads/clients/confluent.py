@@ -1,0 +1,348 @@
+"""Adapters over confluent-kafka (librdkafka).
+
+librdkafka queues a produced record and reports its fate once, in a
+delivery callback served by flush()/poll(); a consumer's rebalance
+callbacks run inside consume(). A record with no report when send() gives
+up may still be written later, so that send is `info` and the producer is
+spent (the caller replaces it, as a new process — HISTORY.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from confluent_kafka import (OFFSET_BEGINNING, OFFSET_INVALID, OFFSET_STORED, Consumer,
+                             KafkaError, KafkaException, Producer, TopicPartition)
+
+from workloads.clients.base import (FAIL, FAIL_UNLESS_RETRIED, INFO, OK, ClientSettings,
+                                    Outcome, check_group, encode_value, offsets_value,
+                                    partitions_value, read, rebalance, resolve, sends_outcome,
+                                    verdict)
+
+log = logging.getLogger("workloads.clients")
+
+POLL_SLICE = 0.1  # s
+
+E = KafkaError
+# Error code -> FAIL (certainly not applied) or INFO. Codes not listed are INFO.
+ERRORS: dict[int, str] = {
+    # Refused by the client before anything was sent: bad arguments or
+    # configuration, a partition or topic missing from the metadata.
+    E._INVALID_ARG: FAIL, E._INVALID_TYPE: FAIL, E.INVALID_CONFIG: FAIL,
+    E._UNKNOWN_PARTITION: FAIL, E._UNKNOWN_TOPIC: FAIL, E.INVALID_REQUIRED_ACKS: FAIL,
+    E.TOPIC_EXCEPTION: FAIL,
+    # Authentication and authorization: the broker refused the whole request.
+    E._AUTHENTICATION: FAIL, E.SASL_AUTHENTICATION_FAILED: FAIL,
+    E.TOPIC_AUTHORIZATION_FAILED: FAIL, E.GROUP_AUTHORIZATION_FAILED: FAIL,
+    E.CLUSTER_AUTHORIZATION_FAILED: FAIL, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: FAIL,
+    # The topic does not exist. librdkafka retries UNKNOWN_TOPIC_OR_PART while
+    # the topic is in its metadata and fails a record with it only once the
+    # cluster says the topic is missing (after topic.metadata.propagation.max.ms).
+    E.UNKNOWN_TOPIC_OR_PART: FAIL,
+    # The broker's record validation refused the batch before the append
+    # (LogValidator): too large, invalid, bad timestamp. These are not retried.
+    E.MSG_SIZE_TOO_LARGE: FAIL, E.RECORD_LIST_TOO_LARGE: FAIL, E.INVALID_MSG_SIZE: FAIL,
+    E.INVALID_RECORD: FAIL, E.INVALID_TIMESTAMP: FAIL,
+    # Refused before the append, but retriable in Kafka (CorruptRecordException,
+    # NotEnoughReplicasException): with retries an earlier attempt of the same
+    # record may have timed out after its append.
+    E.INVALID_MSG: FAIL_UNLESS_RETRIED, E.NOT_ENOUGH_REPLICAS: FAIL_UNLESS_RETRIED,
+    # Group fencing and refused commits: the coordinator did not store the
+    # offsets of a member outside the current generation (KIP-345 static
+    # members: FENCED_INSTANCE_ID; KIP-848 member epochs) or a bad commit.
+    E.REBALANCE_IN_PROGRESS: FAIL, E.ILLEGAL_GENERATION: FAIL, E.UNKNOWN_MEMBER_ID: FAIL,
+    E.FENCED_INSTANCE_ID: FAIL, E.STALE_MEMBER_EPOCH: FAIL, E.FENCED_MEMBER_EPOCH: FAIL,
+    E.OFFSET_METADATA_TOO_LARGE: FAIL, E.INVALID_COMMIT_OFFSET_SIZE: FAIL,
+    # -- indefinite, listed to say so --
+    # Timeouts: the request may have been applied and only its answer lost.
+    E._MSG_TIMED_OUT: INFO, E._TIMED_OUT: INFO, E.REQUEST_TIMED_OUT: INFO,
+    E._TIMED_OUT_QUEUE: INFO,
+    # The connection went away with the request in flight.
+    E._TRANSPORT: INFO, E._ALL_BROKERS_DOWN: INFO, E.NETWORK_EXCEPTION: INFO, E._RESOLVE: INFO,
+    # Leadership or replication trouble. librdkafka retries these, so one that
+    # ends a record means the retries ran out: an earlier attempt may have
+    # landed. NOT_ENOUGH_REPLICAS_AFTER_APPEND: appended, just not replicated.
+    E.NOT_LEADER_FOR_PARTITION: INFO, E.LEADER_NOT_AVAILABLE: INFO,
+    E.FENCED_LEADER_EPOCH: INFO, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND: INFO,
+    E.KAFKA_STORAGE_ERROR: INFO,
+    # The coordinator moved or is loading: a commit in flight may have landed.
+    E.NOT_COORDINATOR: INFO, E.COORDINATOR_NOT_AVAILABLE: INFO,
+    E.COORDINATOR_LOAD_IN_PROGRESS: INFO, E._WAIT_COORD: INFO,
+    # Idempotent producer state lost: librdkafka raises a fatal error and stops;
+    # its records in flight have an unknown fate.
+    E._FATAL: INFO, E.OUT_OF_ORDER_SEQUENCE_NUMBER: INFO, E.UNKNOWN_PRODUCER_ID: INFO,
+    E.INVALID_PRODUCER_EPOCH: INFO, E._GAPLESS_GUARANTEE: INFO,
+}
+
+
+def classify(error: KafkaError, retries: int | None = None) -> str:
+    """FAIL or INFO for a librdkafka error seen by an operation made with `retries`."""
+    if error.fatal():
+        return INFO  # a fatal error stops the client whatever the code
+    return resolve(ERRORS.get(error.code(), INFO), retries)
+
+
+def describe(error: KafkaError) -> str:
+    return f"{error.name()}: {error.str()}"
+
+
+def _common(bootstrap: str, settings: ClientSettings, client_id: str) -> dict:
+    return {
+        "bootstrap.servers": bootstrap, "client.id": client_id,
+        # Kafka's request.timeout.ms bounds every request; librdkafka's
+        # request.timeout.ms is only the produce ack timeout, socket.timeout.ms
+        # the one for all other requests.
+        "socket.timeout.ms": settings.request_timeout_ms,
+        "retry.backoff.ms": settings.retry_backoff_ms,
+        "reconnect.backoff.ms": settings.reconnect_backoff_ms,
+        "reconnect.backoff.max.ms": settings.reconnect_backoff_max_ms,
+    }
+
+
+class ConfluentProducer:
+    def __init__(self, bootstrap: str, settings: ClientSettings, client_id: str):
+        self._retries = settings.retries
+        conf = {
+            **_common(bootstrap, settings, client_id),
+            "acks": settings.acks,
+            "enable.idempotence": settings.idempotence,
+            "max.in.flight.requests.per.connection": settings.max_in_flight,
+            "linger.ms": settings.linger_ms,
+            "message.timeout.ms": settings.delivery_timeout_ms,  # = delivery.timeout.ms
+            "request.timeout.ms": settings.request_timeout_ms,
+            # produce() never blocks, so Kafka's max.block.ms has no twin; this
+            # is how long a record waits for its topic to appear in the
+            # metadata before failing with UNKNOWN_TOPIC_OR_PART (default 30 s,
+            # longer than a delivery timeout: the record would time out, `info`).
+            "topic.metadata.propagation.max.ms": settings.max_block_ms,
+        }
+        if settings.retries is not None:
+            conf["retries"] = settings.retries
+        self._producer = Producer(conf)
+        self._spent = False
+        self._closed = False
+
+    def send(self, sends: list[tuple[str, int, int]], timeout: float) -> Outcome:
+        if self._spent:
+            raise RuntimeError("this producer had an indeterminate send: records may still be "
+                               "delivered; close it and make a new one (a new process)")
+        offsets: list[int | None] = [None] * len(sends)
+        errors: list[tuple[str, str] | None] = [None] * len(sends)
+        reported = [False] * len(sends)
+
+        def delivered(i: int, err: KafkaError | None, msg) -> None:
+            reported[i] = True
+            if err is not None:
+                errors[i] = (classify(err, self._retries), describe(err))
+            elif msg.offset() is not None and msg.offset() >= 0:
+                offsets[i] = msg.offset()  # acks=0: offset() is None (no answer to read it from)
+
+        queued = 0
+        for i, (topic, partition, value) in enumerate(sends):
+            try:
+                self._producer.produce(topic, encode_value(value), partition=partition,
+                                       on_delivery=lambda err, msg, i=i: delivered(i, err, msg))
+            except (BufferError, KafkaException) as e:
+                # Refused by produce() itself: this record and the ones after
+                # it never entered the queue.
+                error = (f"_QUEUE_FULL: {e}" if isinstance(e, BufferError)
+                         else describe(e.args[0]))
+                errors[i:] = [(FAIL, error)] * (len(sends) - i)
+                break
+            queued += 1
+        self._producer.flush(timeout)
+        for i in range(queued):
+            if not reported[i]:
+                errors[i] = (INFO, f"_TIMED_OUT: no delivery report within {timeout} s")
+        outcome = sends_outcome(sends, offsets, errors)
+        self._spent = outcome.type == INFO
+        return outcome
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            # Records still queued or in flight belong to an `info` send
+            # already recorded: purge them rather than let close() flush them.
+            self._producer.purge()
+            self._producer.close()
+
+
+class ConfluentConsumer:
+    def __init__(self, bootstrap: str, settings: ClientSettings, client_id: str,
+                 group: str | None):
+        self._group = group
+        self._rebalances: list[dict] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self._commit_in_flight: threading.Thread | None = None
+        self._commit_timeout = settings.default_api_timeout_ms / 1000
+        self._consumer = Consumer({
+            **_common(bootstrap, settings, client_id),
+            # librdkafka insists on a group.id; an assign-only consumer gets
+            # one of its own, never committed to (commit/committed refuse).
+            "group.id": group if group is not None else f"{client_id}-assign-only",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": False,
+            "session.timeout.ms": settings.session_timeout_ms,
+            "heartbeat.interval.ms": settings.heartbeat_interval_ms,
+            "max.poll.interval.ms": settings.max_poll_interval_ms,
+            "fetch.wait.max.ms": settings.fetch_max_wait_ms,
+        })
+
+    def _check_usable(self) -> None:
+        if self._commit_in_flight is not None:
+            # Observed: while a commit waits for its coordinator, consume(),
+            # committed() and get_watermark_offsets() on the same consumer
+            # block too, whatever their timeouts.
+            raise RuntimeError("this consumer had an unanswered commit and blocks every call "
+                               "until it is answered: close it and make a new one")
+
+    def assign(self, partitions: list[tuple[str, int]], seek_to_beginning: bool) -> Outcome:
+        self._check_usable()
+        value = {"partitions": partitions_value(partitions),
+                 "seek_to_beginning": seek_to_beginning}
+        # OFFSET_STORED: the group's committed offset, else auto.offset.reset.
+        start = OFFSET_BEGINNING if seek_to_beginning else OFFSET_STORED
+        try:
+            self._consumer.assign([TopicPartition(t, p, start) for t, p in partitions])
+        except KafkaException as e:  # local: nothing reached a broker
+            return Outcome(FAIL, value, describe(e.args[0]))
+        return Outcome(OK, value)
+
+    def subscribe(self, group: str, topics: list[str]) -> Outcome:
+        self._check_usable()
+        check_group(self._group, group)
+        value = {"group": group, "topics": list(topics)}
+
+        def recorder(kind: str):
+            def record(consumer, partitions) -> None:
+                if not partitions:
+                    return  # nothing changed hands
+                with self._lock:
+                    self._rebalances.append(
+                        rebalance(kind, group, [(tp.topic, tp.partition) for tp in partitions]))
+            return record
+        # Without a call to assign() in on_assign, confluent-kafka assigns
+        # the partitions itself after the callback returns.
+        try:
+            self._consumer.subscribe(list(topics), on_assign=recorder("assigned"),
+                                     on_revoke=recorder("revoked"), on_lost=recorder("lost"))
+        except KafkaException as e:
+            return Outcome(FAIL, value, describe(e.args[0]))
+        return Outcome(OK, value)
+
+    def poll(self, timeout: float, max_records: int = 500) -> Outcome:
+        self._check_usable()
+        reads: list[dict] = []
+        fatal: str | None = None
+        deadline = time.monotonic() + timeout
+        # consume() returns only when it has num_messages or its timeout has
+        # passed; Kafka's poll() returns as soon as there are records. Short
+        # slices give that: stop at the first slice that read something.
+        while not reads and fatal is None:
+            remaining = deadline - time.monotonic()
+            try:
+                messages = self._consumer.consume(num_messages=max_records,
+                                                  timeout=max(0.0, min(remaining, POLL_SLICE)))
+            except KafkaException as e:
+                messages, fatal = [], describe(e.args[0])
+            for msg in messages:
+                err = msg.error()
+                if err is None:
+                    reads.append(read(msg.topic(), msg.partition(), msg.offset(), msg.value()))
+                elif err.fatal():
+                    fatal = fatal or describe(err)
+                elif err.code() != E._PARTITION_EOF:
+                    # librdkafka: consumer errors are informational, the client
+                    # recovers by itself (a broker down, a topic not yet known).
+                    log.info("consumer event (not an error of the poll): %s", describe(err))
+            if remaining <= POLL_SLICE:
+                break
+        with self._lock:
+            rebalances, self._rebalances = self._rebalances, []
+        value = {"reads": reads, "rebalances": rebalances}
+        return Outcome(INFO, value, fatal) if fatal else Outcome(OK, value)
+
+    def commit(self, group: str, offsets: list[tuple[str, int, int]]) -> Outcome:
+        self._check_usable()
+        check_group(self._group, group)
+        value = {"group": group, "offsets": offsets_value(offsets)}
+        # librdkafka's synchronous commit has no timeout: like the Java
+        # commitSync() of its time it retries until the coordinator answers
+        # (confluent-kafka-python#260) — measured: 46 s under a 45 s pause.
+        # So it runs on a thread of its own, waited for default_api_timeout_ms.
+        answer: list = []
+
+        def run() -> None:
+            try:
+                answer.append(self._consumer.commit(
+                    offsets=[TopicPartition(t, p, o) for t, p, o in offsets],
+                    asynchronous=False))
+            except KafkaException as e:
+                answer.append(e)
+        worker = threading.Thread(target=run, name=f"commit-{group}", daemon=True)
+        worker.start()
+        worker.join(self._commit_timeout)
+        if not answer:
+            self._commit_in_flight = worker
+            return Outcome(INFO, value, f"_TIMED_OUT: no OffsetCommit answer within "
+                                        f"{self._commit_timeout} s")
+        if isinstance(answer[0], KafkaException):
+            error = answer[0].args[0]
+            return Outcome(classify(error), value, describe(error))
+        return verdict(value, [None if tp.error is None
+                               else (classify(tp.error), describe(tp.error))
+                               for tp in answer[0]])
+
+    def committed(self, group: str, partitions: list[tuple[str, int]],
+                  timeout: float) -> Outcome:
+        self._check_usable()
+        check_group(self._group, group)
+        unknown = {"group": group, "offsets": [{"topic": t, "partition": p, "offset": None}
+                                               for t, p in partitions]}
+        try:
+            result = self._consumer.committed([TopicPartition(t, p) for t, p in partitions],
+                                              timeout=timeout)
+        except KafkaException as e:  # a read: a failure changes nothing
+            return Outcome(FAIL, unknown, describe(e.args[0]))
+        for tp in result:
+            if tp.error is not None:
+                return Outcome(FAIL, unknown, describe(tp.error))
+        return Outcome(OK, {"group": group, "offsets": offsets_value(
+            (tp.topic, tp.partition, None if tp.offset == OFFSET_INVALID else tp.offset)
+            for tp in result)})
+
+    def end_offsets(self, partitions: list[tuple[str, int]], timeout: float) -> Outcome:
+        self._check_usable()
+        deadline = time.monotonic() + timeout
+        ends = []
+        for topic, partition in partitions:
+            try:
+                # cached=False: a ListOffsets request, the high watermark now.
+                marks = self._consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition),
+                    timeout=max(0.0, deadline - time.monotonic()), cached=False)
+            except KafkaException as e:
+                marks, error = None, describe(e.args[0])
+            else:
+                error = f"_TIMED_OUT: no ListOffsets answer within {timeout} s"
+            if marks is None:
+                return Outcome(FAIL, {"offsets": offsets_value(
+                    (t, p, None) for t, p in partitions)}, error)
+            ends.append((topic, partition, marks[1]))
+        return Outcome(OK, {"offsets": offsets_value(ends)})
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._commit_in_flight is not None and self._commit_in_flight.is_alive():
+            # close() waits for the unanswered commit; let it finish (it
+            # leaves the group then) without holding up the caller.
+            threading.Thread(target=self._consumer.close, name="close-after-commit",
+                             daemon=True).start()
+        else:
+            self._consumer.close()  # leaves the group (LeaveGroup) if subscribed

@@ -1,0 +1,332 @@
+"""The queue workload: producers send unique values, consumers read them in
+`assign` and `subscribe` modes and commit what they processed — every
+operation recorded in the history as an invocation and its completion.
+
+Workers are threads, one client each, one logical process each
+(HISTORY.md): after an `info` completion or a `crash`, the worker closes its
+client and goes on as a new process, `process + concurrency`, with a new
+client — so `process % concurrency` is the worker's slot.
+
+What a seed guarantees: every worker slot draws its decisions from its own
+random stream, seeded by (seed, slot). A producer slot sends the same
+sequence of (topic, partition, value); a consumer slot makes the same
+sequence of choices (poll, commit, committed, crash). What the cluster
+answers — offsets, records read, errors — and the timing are not the
+seed's to decide, and where an operation depends on them (a commit of what
+was read) its content follows the answers.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from history_analysis.history.writer import HistoryWriter
+from workloads.clients import ClientSettings, Outcome, make_consumer, make_producer
+
+log = logging.getLogger("workloads.queue")
+
+VALUE_SLOT_SHIFT = 40      # value = slot << 40 | n: unique across the run, 64 bits
+
+
+def close_quietly(client) -> None:
+    """Close a client whose process is over; a client in a fatal state may
+    raise on close, and nothing more is recorded of it."""
+    try:
+        client.close()
+    except Exception as e:  # noqa: BLE001
+        log.warning("closing %r raised %r", client, e)
+
+
+@dataclass(frozen=True)
+class QueueOptions:
+    bootstrap: str
+    topics: tuple[str, ...]
+    partitions: int
+    groups: tuple[str, ...]
+    seed: int
+    concurrency: int = 6
+    rate: float = 200.0                     # ops/s, all workers together
+    consumer_mode: str = "mixed"            # assign | subscribe | mixed
+    crash_clients_every: float | None = None
+    library: str = "confluent-kafka"
+    settings: ClientSettings = field(default_factory=ClientSettings)
+    op_timeout: float = 15.0                # a send or poll never waits longer
+    poll_timeout: float = 0.1               # a poll returns what arrived by then
+
+
+@dataclass
+class Stats:
+    """Counts the progress display shows; updated by the workers."""
+    ops: Counter = field(default_factory=Counter)       # completion type -> count
+    by_f: Counter = field(default_factory=Counter)      # f -> count
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, f: str, outcome: Outcome) -> None:
+        with self.lock:
+            self.ops[outcome.type] += 1
+            self.by_f[f] += 1
+
+    def snapshot(self) -> tuple[int, int]:
+        """(operations completed, of which fail or info)."""
+        with self.lock:
+            return sum(self.ops.values()), self.ops["fail"] + self.ops["info"]
+
+
+class Worker:
+    """One slot: a logical process at a time, one client, one random stream."""
+
+    def __init__(self, slot: int, options: QueueOptions, history: HistoryWriter,
+                 stats: Stats, stop: threading.Event, phase: str | None = None):
+        self.slot = slot
+        self.options = options
+        self.history = history
+        self.stats = stats
+        self.stop = stop
+        self.phase = phase
+        self.process = slot
+        self.rng = random.Random(f"{options.seed}/{slot}")
+
+    def invoke(self, f: str, value: dict) -> None:
+        self.history.append(self.process, "invoke", f, value, phase=self.phase)
+
+    def call(self, f: str, value: dict, operation) -> Outcome:
+        """Invoke, run `operation` (a client call) and complete. A client
+        that raises instead of answering (a library's fatal error, a bug in
+        an adapter) leaves the operation unknown: `info`, logged with the
+        exception, and the worker goes on as a new process."""
+        self.invoke(f, value)
+        try:
+            outcome = operation()
+        except Exception as e:  # noqa: BLE001 — recorded as an indeterminate end
+            log.warning("process %d: %s raised %r; recorded as info", self.process, f, e)
+            outcome = Outcome("info", value, f"{type(e).__name__}: {e}")
+        self.complete(f, outcome)
+        return outcome
+
+    def complete(self, f: str, outcome: Outcome) -> None:
+        self.history.append(self.process, outcome.type, f, outcome.value, error=outcome.error,
+                            phase=self.phase)
+        self.stats.record(f, outcome)
+
+    def next_process(self) -> None:
+        """An indeterminate end: this process is over; the slot goes on."""
+        self.process += self.options.concurrency
+
+    def crash_now(self) -> bool:
+        every = self.options.crash_clients_every
+        if every is None:
+            return False
+        # One decision per operation, from the slot's stream: a crash
+        # about every `every` seconds at this worker's share of the rate.
+        per_worker_rate = self.options.rate / self.options.concurrency
+        return self.rng.random() < 1.0 / max(1.0, every * per_worker_rate)
+
+    def paced(self):
+        """Yield once per operation at this worker's share of the rate, until stopped."""
+        interval = self.options.concurrency / self.options.rate
+        next_at = time.monotonic() + self.rng.random() * interval
+        while not self.stop.is_set():
+            delay = next_at - time.monotonic()
+            if delay > 0 and self.stop.wait(delay):
+                return
+            next_at = max(next_at + interval, time.monotonic() - interval)
+            yield
+
+
+class ProducerWorker(Worker):
+    def run(self) -> None:
+        options = self.options
+        # Hot partitions: Zipf weights 1, 1/2, 1/3, ... over a seeded order.
+        order = list(range(options.partitions))
+        self.rng.shuffle(order)
+        weights = [1.0 / (rank + 1) for rank in range(options.partitions)]
+        client = self._client()
+        sent = 0
+        try:
+            for _ in self.paced():
+                if self.crash_now():
+                    client = self._crash(client)
+                    continue
+                topic = self.rng.choice(options.topics)
+                partition = self.rng.choices(order, weights)[0]
+                value = self.slot << VALUE_SLOT_SHIFT | sent
+                sent += 1
+                outcome = self.call(
+                    "send", {"sends": [{"topic": topic, "partition": partition,
+                                        "value": value, "offset": None}]},
+                    lambda: client.send([(topic, partition, value)], options.op_timeout))
+                if outcome.type == "info":
+                    close_quietly(client)
+                    self.next_process()
+                    client = self._client()
+        finally:
+            close_quietly(client)
+
+    def _client(self):
+        return make_producer(self.options.library, self.options.bootstrap,
+                             self.options.settings, f"kchaos-p{self.process}")
+
+    def _crash(self, client):
+        self.invoke("crash", {})
+        close_quietly(client)
+        self.complete("crash", Outcome("info", {}))
+        self.next_process()
+        return self._client()
+
+
+class ConsumerWorker(Worker):
+    """Assign mode: all partitions, its own group for commits (a simple
+    consumer: commits without membership). Subscribe mode: a member of one
+    of the groups, committing only partitions it owns."""
+
+    def __init__(self, *args, mode: str, group: str, **kw):
+        super().__init__(*args, **kw)
+        self.mode = mode
+        self.group = group
+        self.owned: set[tuple[str, int]] = set()
+        self.positions: dict[tuple[str, int], int] = {}   # next offset to consume, as read
+        self.committed_positions: dict[tuple[str, int], int] = {}
+
+    def run(self) -> None:
+        client = self._start(seek_to_beginning=True)
+        try:
+            for _ in self.paced():
+                if self.crash_now():
+                    self.invoke("crash", {})
+                    close_quietly(client)
+                    self.complete("crash", Outcome("info", {}))
+                    self.next_process()
+                    client = self._start(seek_to_beginning=False)
+                    continue
+                choice = self.rng.random()
+                if choice < 0.75:
+                    outcome = self._poll(client)
+                elif choice < 0.9:
+                    outcome = self._commit(client)
+                else:
+                    outcome = self._committed(client)
+                if outcome.type == "info":
+                    close_quietly(client)
+                    self.next_process()
+                    client = self._start(seek_to_beginning=False)
+        finally:
+            close_quietly(client)
+
+    def _all_partitions(self) -> list[tuple[str, int]]:
+        return [(t, p) for t in self.options.topics for p in range(self.options.partitions)]
+
+    def _start(self, seek_to_beginning: bool):
+        """A new client for a new process: assign (from the beginning the
+        first time, else from the committed offsets) or subscribe."""
+        options = self.options
+        client = make_consumer(options.library, options.bootstrap, options.settings,
+                               f"kchaos-c{self.process}", self.group)
+        self.owned, self.positions, self.committed_positions = set(), {}, {}
+        if self.mode == "assign":
+            partitions = self._all_partitions()
+            self.call("assign", {"partitions": [{"topic": t, "partition": p}
+                                                for t, p in partitions],
+                                 "seek_to_beginning": seek_to_beginning},
+                      lambda: client.assign(partitions, seek_to_beginning))
+            self.owned = set(partitions)
+        else:
+            self.call("subscribe", {"group": self.group, "topics": list(options.topics)},
+                      lambda: client.subscribe(self.group, list(options.topics)))
+        return client
+
+    def _poll(self, client) -> Outcome:
+        outcome = self.call("poll", {}, lambda: client.poll(self.options.poll_timeout))
+        for change in outcome.value.get("rebalances", ()):
+            partitions = {(p["topic"], p["partition"]) for p in change["partitions"]}
+            if change["kind"] == "assigned":
+                self.owned |= partitions
+            else:
+                self.owned -= partitions
+                for tp in partitions:
+                    self.positions.pop(tp, None)
+                    self.committed_positions.pop(tp, None)
+        for read in outcome.value.get("reads", ()):
+            self.positions[(read["topic"], read["partition"])] = read["offset"] + 1
+        return outcome
+
+    def _commit(self, client) -> Outcome:
+        """Commit after processing: the next offset of every owned partition
+        read since its last commit. With nothing new, commit what was
+        committed before (the same offsets again) — the op still happens."""
+        offsets = [(t, p, offset) for (t, p), offset in sorted(self.positions.items())
+                   if (t, p) in self.owned]
+        if not offsets:
+            return self._committed(client)
+        outcome = self.call("commit", {"group": self.group, "offsets": [
+            {"topic": t, "partition": p, "offset": o} for t, p, o in offsets]},
+            lambda: client.commit(self.group, offsets))
+        if outcome.type == "ok":
+            self.committed_positions.update({(t, p): o for t, p, o in offsets})
+        return outcome
+
+    def _committed(self, client) -> Outcome:
+        partitions = sorted(self.owned) or self._all_partitions()
+        return self.call("committed", {"group": self.group, "partitions": [
+            {"topic": t, "partition": p} for t, p in partitions]},
+            lambda: client.committed(self.group, partitions, self.options.op_timeout))
+
+
+def consumer_plan(options: QueueOptions) -> list[tuple[int, str, str]]:
+    """(slot, mode, group) of every consumer slot. Slots alternate producer,
+    consumer, producer, ... so both kinds exist at any concurrency ≥ 2;
+    `mixed` alternates assign and subscribe among the consumers, and the
+    subscribers spread over the groups."""
+    plan = []
+    consumer_slots = [slot for slot in range(options.concurrency) if slot % 2 == 1]
+    for n, slot in enumerate(consumer_slots):
+        mode = options.consumer_mode if options.consumer_mode != "mixed" \
+            else ("subscribe" if n % 2 == 0 else "assign")
+        group = options.groups[(n // 2 if options.consumer_mode == "mixed" else n)
+                               % len(options.groups)] if mode == "subscribe" \
+            else f"kchaos-a{slot}"
+        plan.append((slot, mode, group))
+    return plan
+
+
+def run_queue(options: QueueOptions, history: HistoryWriter, duration: float,
+              stats: Stats | None = None) -> Stats:
+    """Run every worker for `duration` seconds; each finishes its operation
+    in flight (bounded by the client timeouts) before the call returns."""
+    stats = stats or Stats()
+    stop = threading.Event()
+    workers: list[Worker] = [ProducerWorker(slot, options, history, stats, stop)
+                             for slot in range(0, options.concurrency, 2)]
+    workers += [ConsumerWorker(slot, options, history, stats, stop, mode=mode, group=group)
+                for slot, mode, group in consumer_plan(options)]
+    errors: list[BaseException] = []
+
+    def guarded(worker: Worker) -> None:
+        try:
+            worker.run()
+        except BaseException as e:  # noqa: BLE001 — reported after the join
+            log.exception("worker %d failed", worker.slot)
+            errors.append(e)
+
+    threads = [threading.Thread(target=guarded, args=(w,), name=f"worker-{w.slot}", daemon=True)
+               for w in workers]
+    for thread in threads:
+        thread.start()
+    try:
+        stop.wait(duration)
+    finally:
+        stop.set()
+        deadline = time.monotonic() + options.op_timeout + 30
+        for thread in threads:
+            thread.join(max(0.1, deadline - time.monotonic()))
+    stuck = [t.name for t in threads if t.is_alive()]
+    if stuck:
+        raise RuntimeError(f"workers {stuck} did not stop within the client timeouts")
+    if errors:
+        raise RuntimeError(f"{len(errors)} worker(s) failed; the first: {errors[0]!r}") \
+            from errors[0]
+    return stats
