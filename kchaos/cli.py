@@ -174,29 +174,40 @@ def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_exampl
 @click.option("--bug", "bugs", multiple=True, metavar="NAME",
               help="A reference broker bug switch (repeatable; kchaos broker --list-bugs).")
 @click.option("--client", type=click.Choice(["confluent-kafka", "kafka-python"]),
-              default="confluent-kafka", show_default=True)
-@click.option("--topics", type=int, default=1, show_default=True)
-@click.option("--partitions", type=int, default=4, show_default=True)
-@click.option("--replication-factor", type=int, default=3, show_default=True)
+              default="confluent-kafka", show_default=True, help="The client library.")
+@click.option("--topics", type=int, default=1, show_default=True, help="Topics to create.")
+@click.option("--partitions", type=int, default=4, show_default=True,
+              help="Partitions per topic.")
+@click.option("--replication-factor", type=int, default=3, show_default=True,
+              help="Replication factor of the topics.")
 @click.option("--concurrency", type=int, default=6, show_default=True,
               help="Worker threads, alternately producers and consumers.")
 @click.option("--rate", type=float, default=200.0, show_default=True,
               help="Operations per second, all workers together.")
 @click.option("--consumer-mode", type=click.Choice(["assign", "subscribe", "mixed"]),
-              default="mixed", show_default=True)
+              default="mixed", show_default=True,
+              help="How consumers read: assign, subscribe, or both (alternating).")
 @click.option("--groups", type=int, default=1, show_default=True,
               help="Consumer groups of the subscribe-mode consumers.")
 @click.option("--crash-clients-every", type=float, default=None, metavar="S",
               help="Crash a worker's client about every S seconds (default: never).")
-@click.option("--acks", type=click.Choice(["0", "1", "all"]), default="all", show_default=True)
-@click.option("--idempotence/--no-idempotence", default=True, show_default=True)
+@click.option("--acks", type=click.Choice(["0", "1", "all"]), default="all", show_default=True,
+              help="Producer acks.")
+@click.option("--idempotence/--no-idempotence", default=True, show_default=True,
+              help="The idempotent producer (KIP-98).")
 @click.option("--retries", type=int, default=None, help="Producer retries (default: the client's).")
-@click.option("--max-in-flight", type=int, default=5, show_default=True)
-@click.option("--linger-ms", type=int, default=0, show_default=True)
-@click.option("--delivery-timeout-ms", type=int, default=10000, show_default=True)
-@click.option("--request-timeout-ms", type=int, default=3000, show_default=True)
-@click.option("--session-timeout-ms", type=int, default=6000, show_default=True)
-@click.option("--heartbeat-interval-ms", type=int, default=300, show_default=True)
+@click.option("--max-in-flight", type=int, default=5, show_default=True,
+              help="Producer requests in flight per connection.")
+@click.option("--linger-ms", type=int, default=0, show_default=True,
+              help="Producer batching delay.")
+@click.option("--delivery-timeout-ms", type=int, default=10000, show_default=True,
+              help="How long a send may take, retries included.")
+@click.option("--request-timeout-ms", type=int, default=3000, show_default=True,
+              help="Client request timeout.")
+@click.option("--session-timeout-ms", type=int, default=6000, show_default=True,
+              help="Group session timeout of subscribe-mode consumers.")
+@click.option("--heartbeat-interval-ms", type=int, default=300, show_default=True,
+              help="Group heartbeat interval.")
 @click.option("--recovery-time", type=float, default=5.0, show_default=True,
               help="Seconds between healing and the final reads.")
 @click.option("--final-time-limit", type=float, default=60.0, show_default=True,
@@ -205,7 +216,8 @@ def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_exampl
               show_default=True, help="Where run directories go.")
 @click.option("--allow", "allow", multiple=True, metavar="TYPE",
               help="An anomaly type expected in this run (repeatable), as kchaos check.")
-@click.option("--max-examples", type=click.IntRange(min=0), default=32, show_default=True)
+@click.option("--max-examples", type=click.IntRange(min=0), default=32, show_default=True,
+              help="Cases kept per anomaly type in results.json.")
 @spark_options
 def run_command(allow, max_examples, spark_master, spark_conf, **options) -> None:
     """Run a test: start the cluster, drive the queue workload, read

@@ -34,7 +34,7 @@ def test_version():
 
 
 def test_every_option_has_help():
-    for command in ("validate-history", "ingest"):
+    for command in ("validate-history", "ingest", "check", "run"):
         result = kchaos(command, "--help")
         assert result.returncode == 0
         for line in result.stdout.splitlines():
@@ -55,7 +55,7 @@ def test_a_malformed_history_is_one_line_of_error_and_exit_3(tmp_path):
     event["value"]["sends"][0]["partition"] = "zero"
     lines[6] = json.dumps(event) + "\n"
     (run / "history.jsonl").write_text("".join(lines))
-    for command in ("validate-history", "ingest"):
+    for command in ("validate-history", "ingest", "check", "run"):
         result = kchaos(command, str(run))
         assert result.returncode == 3
         errors = [line for line in result.stderr.splitlines() if "kchaos:" in line]
@@ -158,3 +158,18 @@ def test_check_bad_input_exits_3(spark, tmp_path):
     assert result.returncode == 3
     assert "table 'commits' lacks columns type, group, topic" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--db", "external"], "--db external needs --bootstrap"),
+    (["--bootstrap", "127.0.0.1:9092"], "use --db external to test a cluster at --bootstrap"),
+    (["--replication-factor", "5"], "replication_factor=5: more than the 3 nodes"),
+    (["--concurrency", "1"], "concurrency=1: must be at least 2"),
+    (["--consumer-mode", "both"], "Invalid value for '--consumer-mode'"),
+    (["--allow", "nonsense"], "--allow 'nonsense': not an anomaly type"),
+])
+def test_run_refuses_bad_options_before_starting_anything(tmp_path, args, message):
+    result = kchaos("run", "--store", str(tmp_path / "store"), *args, timeout=60)
+    assert result.returncode == 3, result.stderr
+    assert message in result.stderr
+    assert not (tmp_path / "store").exists()
