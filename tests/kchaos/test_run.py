@@ -168,7 +168,7 @@ def test_acks_all_ignoring_min_isr_loses_writes_after_an_unclean_election(tmp_pa
     those records from the old leader, and the loss would show as
     `inconsistent-offsets` where the new leader wrote other values.)"""
     store = tmp_path / "store"
-    config = TestConfig(time_limit=25, store=store, partitions=1, recovery_time=3,
+    config = TestConfig(time_limit=40, store=store, partitions=1, recovery_time=3,
                         consumer_mode="subscribe",
                         broker_config=FAST_BROKERS + ["min.insync.replicas=2",
                                                       "unclean.leader.election.enable=true",
@@ -191,7 +191,10 @@ def test_acks_all_ignoring_min_isr_loses_writes_after_an_unclean_election(tmp_pa
                 and time.monotonic() < deadline:
             time.sleep(0.3)
         timeline.append(f"ISR {isr_of(bootstrap, 'kchaos-t0')}")
-        time.sleep(3)       # writes the leader alone holds
+        # Writes the leader alone holds: wait until some sends are
+        # acknowledged from here on (producers may still be retrying
+        # requests that timed out while the followers hung).
+        timeline.append(f"{acknowledged_sends_from_now(store, 20, 20)} sends acknowledged")
         subprocess.run(["kill", "-KILL", str(pids[leader])], check=True)
         for node in followers:
             subprocess.run(["kill", "-CONT", str(pids[node])], check=True)
@@ -201,12 +204,26 @@ def test_acks_all_ignoring_min_isr_loses_writes_after_an_unclean_election(tmp_pa
     fault_thread.start()
     result = run_and_check(config, spark, progress=Progress.quiet())
     fault_thread.join()
-    assert len(timeline) == 3, timeline
+    assert len(timeline) == 4, timeline
     if bug:
         assert result.valid is False and result.counts.get("lost-write"), \
             (result.counts, timeline, result.run_dir)
     else:
         assert result.valid is True, (result.counts, timeline, result.run_dir)
+
+
+def acknowledged_sends_from_now(store, count: int, timeout: float) -> int:
+    """Wait until `count` sends complete `ok` in the run's history after
+    this moment (or `timeout` passes); how many did."""
+    [history] = store.glob("*/*/history.jsonl")
+    start = len(history.read_bytes().splitlines())
+    deadline = time.monotonic() + timeout
+    acknowledged = 0
+    while acknowledged < count and time.monotonic() < deadline:
+        time.sleep(0.2)
+        lines = history.read_bytes().splitlines()[start:]
+        acknowledged = sum(b'"type":"ok","f":"send"' in line for line in lines)
+    return acknowledged
 
 
 def _addresses(store) -> list[str]:
