@@ -11,6 +11,7 @@ end is reported, not hidden.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import shutil
@@ -143,7 +144,7 @@ def run_test(config: TestConfig, progress: Progress | None = None) -> RunOutcome
         progress.phase("setup")
         outcome.bootstrap = cluster.start()
         create_topics(outcome.bootstrap, topics, config.partitions, config.replication_factor)
-        options = QueueOptions(**{**options.__dict__, "bootstrap": outcome.bootstrap})
+        options = dataclasses.replace(options, bootstrap=outcome.bootstrap)
         history = HistoryWriter(run_dir / "history.jsonl")
         progress.phase("main", stats)
         run_queue(options, history, config.time_limit, stats)

@@ -201,10 +201,9 @@ class Broker:
                     partition.become_leader(state, now)
                     log.info("%s: leader in epoch %d, ISR %s", partition, state.leader_epoch,
                              state.isr)
-                elif state.partition_epoch > partition.leader.partition_epoch:
-                    partition.isr_changed(state, now)
                 else:
                     partition.state = state
+                    partition.isr_committed(state.isr, state.partition_epoch, now)
             elif partition.follower is None or was_leader \
                     or partition.leader_epoch != state.leader_epoch \
                     or partition.follower.leader_id != state.leader:
@@ -295,8 +294,7 @@ class Broker:
             if error == ErrorCode.none:
                 log.info("%s: ISR now %s (partition epoch %d)", partition, state.isr,
                          state.partition_epoch)
-                leader.on_isr_committed(state.isr, state.partition_epoch, now_ms())
-                partition.isr_changed(partition.state, now_ms())
+                partition.isr_committed(state.isr, state.partition_epoch, now_ms())
             else:
                 log.info("%s: AlterPartition %s refused: %s", partition, change.new_isr,
                          error.name)

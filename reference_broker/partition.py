@@ -84,7 +84,7 @@ class Partition:
         cached now so OffsetForLeaderEpoch answers for the new epoch before
         any append (KAFKA-7415)."""
         high_watermark = self.high_watermark
-        self._stop_role()
+        self.resign()
         self.state, self.leader_epoch = state, state.leader_epoch
         end = self.log.log_end_offset
         self.log.assign_epoch_start_offset(state.leader_epoch, end)
@@ -101,7 +101,7 @@ class Partition:
         """Follow `state.leader` (-1: nobody to fetch from yet). The log is
         kept whole; truncation happens on fetch (KIP-320)."""
         high_watermark = self.high_watermark
-        self._stop_role()
+        self.resign()
         self.state, self.leader_epoch = state, state.leader_epoch
         end = self.log.log_end_offset
         self.follower = FollowerState(leader_id=state.leader, leader_epoch=state.leader_epoch,
@@ -110,18 +110,16 @@ class Partition:
         if self.log.log_end_offset != end:
             self._rebuild_producers()   # truncate-to-local-hw cut the log
 
-    def isr_changed(self, state: PartitionState, now: int) -> None:
-        """Metadata brought a newer state in the same leader epoch."""
-        self.state = state
-        if self.leader is not None:
-            self.leader.on_isr_committed(state.isr, state.partition_epoch, now)
-            self._wake()
+    def isr_committed(self, isr: tuple[int, ...], partition_epoch: int, now: int) -> None:
+        """The controller committed an ISR in this leader epoch (our own
+        AlterPartition, or newer metadata); older partition epochs are ignored."""
+        if self.leader is not None and partition_epoch > self.leader.partition_epoch:
+            self.leader.on_isr_committed(isr, partition_epoch, now)
+            self._wake()    # the HW may have moved
 
     def resign(self) -> None:
-        """No role at all (the topic is being deleted): waiters are answered."""
-        self._stop_role()
-
-    def _stop_role(self) -> None:
+        """No role at all (before a new one, or the topic is being deleted):
+        acks=all waiters and long-polling fetches are answered."""
         if self.leader is not None:
             self.leader.step_down()
         self.leader = self.follower = None
