@@ -3,19 +3,24 @@
 #   make test     the whole test suite
 #   make example  check the shipped sample run directory
 #   make bench    the benchmarks that print the README's performance figures
+#   make validate the validation matrix: every bug switch found, no false alarm,
+#                 and a 10-minute soak of every fault on the correct broker
 
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: run test example bench system-deps clean
+.PHONY: run test validate example bench system-deps clean
 
 run: $(STAMP)
 	$(BIN)/kchaos run $(RUN_ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+validate: $(STAMP)
+	$(BIN)/kchaos validate --soak 10 --table-out store/validation.md $(VALIDATE_ARGS)
 
 example: $(STAMP)
 	$(BIN)/kchaos validate-history examples/queue-sample
@@ -33,6 +38,14 @@ system-deps:
 	@if ! command -v ip >/dev/null 2>&1 || ! command -v pgrep >/dev/null 2>&1; then \
 		echo "installing iproute2 and procps (node network namespaces, tests)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 procps; \
+	fi
+	@if ! command -v iptables >/dev/null 2>&1; then \
+		echo "installing iptables (network faults: the KCHAOS chain in each node's namespace)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iptables; \
+	fi
+	@if ! command -v fusermount3 >/dev/null 2>&1 || ! ldconfig -p | grep -q 'libfuse3\.so\.3'; then \
+		echo "installing fuse3 and libfuse3-3 (disk faults: the FUSE disk gate, nemesis/disk)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3 libfuse3-3; \
 	fi
 	@if ! $(PYTHON) -c 'import ensurepip, venv' >/dev/null 2>&1; then \
 		echo "installing python3-venv"; \

@@ -5,6 +5,7 @@ acks=all; prints records/s, MB/s and produce latency percentiles.
     python benchmarks/broker_throughput.py [--records N] [--acks 1,all]
         [--linger-ms MS] [--batch-size BYTES]
         [--bootstrap HOST:PORT [--replication-factor R] | --cluster N]
+        [--disk-gate [--disk-gate-writeback-delay S]]
 
 Without --bootstrap or --cluster it starts one reference broker on a loopback
 port (data in a temporary directory, removed afterwards). With --cluster N it
@@ -17,6 +18,12 @@ Kafka-compatible broker or cluster (topics with replication factor
 --replication-factor, default 1; min.insync.replicas is the broker's own), so
 brokers can be compared on the same machine.
 
+With --disk-gate (root, FUSE) each broker's data directory sits on a disk
+gate (nemesis/disk) passing through to a backing directory, its page cache
+writing back after --disk-gate-writeback-delay seconds (default 5, the
+gate's default; 0 writes through): the same figures with and without
+measure what the gate costs.
+
 The header line names the replication factor and min.insync.replicas. The
 producer batches with linger.ms=5 and librdkafka's default batch.size unless
 --linger-ms / --batch-size say otherwise (the header line shows both); every
@@ -27,6 +34,8 @@ from produce() to the delivery report.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import tempfile
 import time
@@ -106,7 +115,8 @@ def consume(bootstrap: str, topic: str, records: int) -> dict:
 
 
 def run(bootstrap: str, records: int, *, replication: int = 1, min_insync: str = "1",
-        acks_settings: tuple[str, ...] = ("1", "all"), client_config: dict | None = None) -> None:
+        acks_settings: tuple[str, ...] = ("1", "all"), client_config: dict | None = None,
+        gate: str = "") -> None:
     client_config = client_config or {}
     admin = AdminClient({"bootstrap.servers": bootstrap})
     batching = f"linger.ms={client_config.get('linger.ms', LINGER_MS)}"
@@ -114,7 +124,7 @@ def run(bootstrap: str, records: int, *, replication: int = 1, min_insync: str =
         batching += f", batch.size={client_config['batch.size']}"
     print(f"{records:,} records of {VALUE_BYTES} bytes over {PARTITIONS} partitions, "
           f"replication factor {replication}, min.insync.replicas={min_insync}, "
-          f"{batching}, bootstrap {bootstrap}")
+          f"{batching}, bootstrap {bootstrap}{gate}")
     print(f"{'acks':<5}{'produce rec/s':>15}{'MB/s':>7}{'p50 ms':>8}{'p99 ms':>8}"
           f"{'consume rec/s':>15}{'MB/s':>7}")
     for acks in acks_settings:
@@ -127,6 +137,42 @@ def run(bootstrap: str, records: int, *, replication: int = 1, min_insync: str =
         c = consume(bootstrap, topic, records)
         print(f"{acks:<5}{p['records_per_s']:>15,.0f}{p['mb_per_s']:>7.1f}{p['p50_ms']:>8.1f}"
               f"{p['p99_ms']:>8.1f}{c['records_per_s']:>15,.0f}{c['mb_per_s']:>7.1f}", flush=True)
+
+
+@contextlib.contextmanager
+def disk_gates(root: Path, directories: list[str], writeback_delay: float | None):
+    """A disk gate on each of root's directories while the block runs
+    (nothing when writeback_delay is None); yields the header's note and
+    the gates' process ids."""
+    if writeback_delay is None:
+        yield "", []
+        return
+    from cluster.local import LocalNode
+    from nemesis.disk.fault import command, mount, unmount_all
+    nodes = [LocalNode(f"gate-{name}", "127.0.0.1", root) for name in directories]
+    try:
+        for node, directory in zip(nodes, directories):
+            mount(node, directory=directory, writeback_delay=writeback_delay)
+        pids = [command(node, "status", directory=directory)["pid"]
+                for node, directory in zip(nodes, directories)]
+        yield f", data on disk gates (writeback delay {writeback_delay:g} s)", pids
+    finally:
+        for problem in unmount_all(nodes):
+            print(f"unmounting a disk gate: {problem}", file=sys.stderr)
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User plus system CPU time the processes used so far."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])     # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def print_cpu(brokers: list[int], gates: list[int]) -> None:
+    print(f"CPU seconds: brokers {cpu_seconds(brokers):.1f}"
+          + (f", disk gates {cpu_seconds(gates):.1f}" if gates else ""))
 
 
 def main() -> int:
@@ -144,6 +190,11 @@ def main() -> int:
     parser.add_argument("--linger-ms", type=int, help=f"producer linger.ms (default {LINGER_MS})")
     parser.add_argument("--batch-size", type=int,
                         help="producer batch.size in bytes (default: librdkafka's)")
+    parser.add_argument("--disk-gate", action="store_true",
+                        help="each broker's data directory on a disk gate (root, FUSE)")
+    parser.add_argument("--disk-gate-writeback-delay", type=float, default=5.0, metavar="S",
+                        help="the gates' writeback delay in seconds (default 5; 0 writes "
+                             "through)")
     args = parser.parse_args()
     if args.records < 1:
         parser.error("--records must be positive")
@@ -151,6 +202,9 @@ def main() -> int:
         parser.error("--cluster must be at least 1")
     if args.replication_factor is not None and not args.bootstrap:
         parser.error("--replication-factor goes with --bootstrap")
+    if args.disk_gate and (args.bootstrap or os.geteuid() != 0):
+        parser.error("--disk-gate mounts FUSE under brokers started here: run as root, "
+                     "without --bootstrap")
     acks_settings = tuple(a.strip() for a in args.acks.split(",") if a.strip())
     if not acks_settings or any(a not in ("0", "1", "all", "-1") for a in acks_settings):
         parser.error("--acks is a comma-separated list of 0, 1, all")
@@ -164,22 +218,28 @@ def main() -> int:
         run(args.bootstrap, args.records, replication=args.replication_factor or 1,
             min_insync="the broker's", **options)
         return 0
+    delay = args.disk_gate_writeback_delay if args.disk_gate else None
     with tempfile.TemporaryDirectory(prefix="kchaos-broker-bench-") as scratch:
         if args.cluster is None:
-            with BrokerProcess(Path(scratch) / "data", log_level="WARNING") as broker:
-                run(broker.bootstrap, args.records, **options)
+            with disk_gates(Path(scratch), ["data"], delay) as (gate, gate_pids), \
+                    BrokerProcess(Path(scratch) / "data", log_level="WARNING") as broker:
+                run(broker.bootstrap, args.records, gate=gate, **options)
+                print_cpu([broker.process.pid], gate_pids)
         else:
             replication = min(3, args.cluster)
             min_insync = min(CLUSTER_MIN_INSYNC, replication)
             config = [f"min.insync.replicas={min_insync}"]
-            cluster = LocalCluster(Path(scratch), args.cluster, config=config,
-                                   log_level="WARNING")
-            try:  # not `with`: a cluster that fails to start has processes to kill
-                cluster.start()
-                run(cluster.bootstrap, args.records, replication=replication,
-                    min_insync=str(min_insync), **options)
-            finally:
-                cluster.close()
+            directories = [f"broker-{i}" for i in range(1, args.cluster + 1)]
+            with disk_gates(Path(scratch), directories, delay) as (gate, gate_pids):
+                cluster = LocalCluster(Path(scratch), args.cluster, config=config,
+                                       log_level="WARNING")
+                try:  # not `with`: a cluster that fails to start has processes to kill
+                    cluster.start()
+                    run(cluster.bootstrap, args.records, replication=replication,
+                        min_insync=str(min_insync), gate=gate, **options)
+                    print_cpu([b.process.pid for b in cluster.brokers.values()], gate_pids)
+                finally:
+                    cluster.close()
     return 0
 
 

@@ -52,6 +52,9 @@ class Kill(Protocol):
     def kill(self, node: Node) -> None:
         """Crash the DB on node (SIGKILL) and wait until it is gone."""
 
+    def alive(self, node: Node) -> bool:
+        """Whether the DB runs on node (a paused one does)."""
+
 
 @runtime_checkable
 class Pause(Protocol):
@@ -60,6 +63,18 @@ class Pause(Protocol):
 
     def resume(self, node: Node) -> None:
         """Thaw it (SIGCONT)."""
+
+
+@runtime_checkable
+class Primary(Protocol):
+    def primary(self, topic: str, partition: int) -> Node | None:
+        """The node leading topic-partition now (None: no leader known)."""
+
+    def in_sync(self, topic: str, partition: int) -> list[Node] | None:
+        """The nodes in topic-partition's ISR now (None: nobody answers)."""
+
+    def controller_node(self) -> Node | None:
+        """The node hosting the active controller."""
 
 
 @runtime_checkable
@@ -148,12 +163,44 @@ class ReferenceDB:
         raise ValueError(f"node={node.name!r} is not one of this DB's nodes "
                          f"{[n.name for n in self.nodes]}")
 
+    def primary(self, topic: str, partition: int) -> Node | None:
+        """The leader of topic-partition as Metadata from the running
+        brokers says; None when it has none or no broker answers."""
+        state = self._partition_state(topic, partition)
+        return None if state is None or state[0] is None else self._by_id(state[0])
+
+    def in_sync(self, topic: str, partition: int) -> list[Node] | None:
+        """The nodes in topic-partition's ISR by Metadata (None: no answer)."""
+        state = self._partition_state(topic, partition)
+        return None if state is None else [n for n in map(self._by_id, state[1]) if n]
+
+    def _partition_state(self, topic: str, partition: int):
+        from cluster.readiness import partition_state
+        running = [n for n in self.nodes if n.is_running(BROKER)]
+        if not running:
+            return None
+        return partition_state(",".join(f"{n.address}:{self.port}" for n in running),
+                               topic, partition)
+
+    def _by_id(self, node_id: int) -> Node | None:
+        return self.nodes[node_id - 1] if 1 <= node_id <= len(self.nodes) else None
+
+    def controller_node(self) -> Node | None:
+        """The first node: the single controller runs there."""
+        return self.nodes[0] if self.nodes else None
+
     # -- one node ----------------------------------------------------------
 
     def setup(self, node: Node) -> None:
         self._check_bound("setup")
         self.teardown(node)
-        node.run(["rm", "-rf", str(node.workdir / "data"), str(node.workdir / "controller"),
+        data = str(node.workdir / "data")
+        # A disk gate (nemesis/disk) may be mounted on data: empty it, keep the mount.
+        if node.run(["mountpoint", "-q", data], check=False).returncode == 0:
+            node.run(["find", data, "-mindepth", "1", "-delete"])
+        else:
+            node.run(["rm", "-rf", data])
+        node.run(["rm", "-rf", str(node.workdir / "controller"),
                   str(node.workdir / "broker.log"), str(node.workdir / "controller.log")])
         if self._is_controller_node(node):
             self._check_port_free(node, self.controller_port)
@@ -172,6 +219,9 @@ class ReferenceDB:
     def kill(self, node: Node) -> None:
         self._expected.discard((node.name, BROKER))
         node.stop_daemon(BROKER, sig=signal.SIGKILL)
+
+    def alive(self, node: Node) -> bool:
+        return node.is_running(BROKER)
 
     def pause(self, node: Node) -> None:
         node.signal(BROKER, signal.SIGSTOP)

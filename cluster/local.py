@@ -37,6 +37,16 @@ MAX_IFNAME = 15
 _PREFIX = re.compile(r"[a-z][a-z0-9-]*")
 
 
+def prefix_for(subnet: str) -> str:
+    """The names of a run's namespaces and links, from its subnet: setup
+    removes whatever exists under its prefix (a crashed run's leftovers),
+    so runs at the same time on one machine need different subnets, and
+    get different prefixes from them — `kchaos` for 198.18.0.0/24,
+    `kchaos<third octet>` for the others."""
+    third = ipaddress.IPv4Network(subnet).network_address.packed[2]
+    return "kchaos" if third == 0 else f"kchaos{third}"
+
+
 class NetworkSetupError(RuntimeError):
     """Creating or removing namespaces, veths or the bridge failed."""
 
@@ -50,6 +60,9 @@ class LocalNode:
         self.address = address
         self.workdir = Path(workdir)
         self.netns = netns
+        # Whether firewall rules run on this node touch only this node: a
+        # node on the host network shares the host's firewall.
+        self.own_network = netns is not None
         self._daemons: dict[str, subprocess.Popen] = {}
         self._lock = threading.Lock()
 

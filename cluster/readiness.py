@@ -1,6 +1,7 @@
-"""Is a Kafka cluster ready for clients? Asked the way a client would: a
-Metadata request (confluent-kafka's AdminClient) must list the expected
-brokers — registered and unfenced — and a leader for every partition."""
+"""Is a Kafka cluster ready for clients, and who leads a partition? Asked
+the way a client would: a Metadata request (confluent-kafka's AdminClient)
+must list the expected brokers — registered and unfenced — and a leader
+for every partition."""
 
 from __future__ import annotations
 
@@ -24,3 +25,18 @@ def metadata_problem(bootstrap: str, brokers: set[int], timeout: float) -> str |
         return None
     return (f"brokers not registered or fenced: {missing}; "
             f"partitions without a leader: {leaderless[:10]}")
+
+
+def partition_state(bootstrap: str, topic: str, partition: int,
+                    timeout: float = 5.0) -> tuple[int | None, list[int]] | None:
+    """(leader node id or None, ISR node ids) of topic-partition by
+    Metadata; None when no broker answered within timeout."""
+    from confluent_kafka.admin import AdminClient
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 3000,
+                             "log_level": 2})
+        meta = admin.list_topics(topic=topic, timeout=timeout)
+        state = meta.topics[topic].partitions[partition]
+    except Exception:  # noqa: BLE001 — KafkaException, KeyError: nobody knows
+        return None
+    return (state.leader if state.leader >= 0 else None), list(state.isrs)

@@ -168,7 +168,8 @@ def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_exampl
 @click.option("--no-namespaces", is_flag=True, help="Loopback addresses even as root "
               "(network namespaces are used when root by default).")
 @click.option("--subnet", default="198.18.0.0/24", show_default=True,
-              help="Subnet of the nodes' network namespaces.")
+              help="Subnet of the nodes' network namespaces; runs at the same time on one "
+              "machine need different subnets (it names the namespaces too).")
 @click.option("--config", "broker_config", multiple=True, metavar="KEY=VALUE",
               help="A reference broker setting (repeatable), e.g. min.insync.replicas=2.")
 @click.option("--bug", "bugs", multiple=True, metavar="NAME",
@@ -208,6 +209,16 @@ def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_exampl
               help="Group session timeout of subscribe-mode consumers.")
 @click.option("--heartbeat-interval-ms", type=int, default=300, show_default=True,
               help="Group heartbeat interval.")
+@click.option("--nemesis", default="", metavar="FAULT[,FAULT...]",
+              help="Faults on a seeded schedule: partition, pause, kill, restart-all, disk, "
+              "packet-loss (default: none).")
+@click.option("--nemesis-interval", type=float, default=10.0, show_default=True, metavar="S",
+              help="Mean seconds between fault starts (and a fault's mean duration).")
+@click.option("--fault-targets", default="one,minority,majority,all,leader", show_default=True,
+              metavar="TARGET[,TARGET...]",
+              help="Which nodes pause, kill, disk and packet-loss faults may hit.")
+@click.option("--nemesis-exclusive", is_flag=True,
+              help="One fault at a time (default: faults of different kinds overlap).")
 @click.option("--recovery-time", type=float, default=5.0, show_default=True,
               help="Seconds between healing and the final reads.")
 @click.option("--final-time-limit", type=float, default=60.0, show_default=True,
@@ -244,6 +255,8 @@ def run_command(allow, max_examples, spark_master, spark_conf, **options) -> Non
         heartbeat_interval_ms=options.pop("heartbeat_interval_ms"))
     no_namespaces = options.pop("no_namespaces")
     seed = options.pop("seed")
+    for name in ("nemesis", "fault_targets"):
+        options[name] = [item.strip() for item in options[name].split(",") if item.strip()]
     config = TestConfig(**{k: (list(v) if isinstance(v, tuple) else v)
                            for k, v in options.items()},
                         client_settings=settings, use_namespaces=False if no_namespaces else None,
@@ -256,6 +269,10 @@ def run_command(allow, max_examples, spark_master, spark_conf, **options) -> Non
     click.echo(f"run directory: {outcome.run_dir}")
     for failure in outcome.node_failures:
         click.echo(f"node failure: {failure}")
+    for problem in outcome.heal_problems:
+        click.echo(f"heal failed: {problem}")
+    if outcome.nemesis_error:
+        click.echo(f"the nemesis failed: {outcome.nemesis_error}")
     if outcome.final and not outcome.final.get("reached"):
         click.echo("final reads did not reach every partition's end within "
                    f"--final-time-limit {config.final_time_limit:g} s")
@@ -269,6 +286,77 @@ def run_command(allow, max_examples, spark_master, spark_conf, **options) -> Non
         sys.exit(EXIT_INVALID)
     if suite.valid == UNKNOWN:
         sys.exit(EXIT_UNKNOWN)
+
+
+@cli.command("heal")
+@click.argument("run_dir", type=RUN_DIR)
+def heal_command(run_dir: Path) -> None:
+    """Heal the nodes of a run whose harness died with faults in place:
+    remove kchaos's firewall chain in every node's namespace, continue
+    paused processes, unmount disk gates. Exit 0 when all healed, 3 when a
+    problem remains (printed).
+    """
+    from kchaos.heal import heal_run_dir
+    try:
+        done, problems = heal_run_dir(run_dir)
+    except (FileNotFoundError, ValueError, PermissionError) as e:
+        raise BadInput(str(e)) from None
+    for line in done:
+        click.echo(line)
+    for problem in problems:
+        click.echo(f"heal failed: {problem}")
+    if problems:
+        sys.exit(EXIT_BAD_INPUT)
+
+
+@cli.command("validate")
+@click.option("--switch", "switches", multiple=True, metavar="NAME",
+              help="Validate only this bug switch (repeatable; default: every recipe).")
+@click.option("--fast", is_flag=True, help="Only the recipes of make test's fast subset.")
+@click.option("--soak", type=float, default=0.0, show_default=True, metavar="MINUTES",
+              help="Also run every fault together on the correct broker for MINUTES.")
+@click.option("--store", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("store"), show_default=True, help="Where run directories go.")
+@click.option("--table-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the table (Markdown) to this file.")
+@spark_options
+def validate_command(switches, fast, soak, store, table_out, spark_master, spark_conf) -> None:
+    """The validation matrix: every bug switch's recipe (BROKER.md) with the
+    switch on must show its anomaly within the recipe's seeded attempts,
+    and the same seeds with it off must be valid. Prints a table; exit 0
+    when every switch was found with no false alarm (and the soak valid),
+    1 otherwise.
+    """
+    from kchaos.validate import format_table, selected, soak_config, validate_recipe
+    from kchaos.run import run_and_check
+    from kchaos.progress import Progress
+    try:
+        recipes = selected(list(switches), fast)
+    except ValueError as e:
+        raise BadInput(str(e)) from None
+    store.mkdir(parents=True, exist_ok=True)
+    spark = _spark(spark_master, spark_conf, store / ".spark")
+    rows = []
+    for recipe in recipes:
+        click.echo(f"validating {recipe.switch} ...")
+        rows.append(validate_recipe(recipe, spark, store))
+        click.echo(format_table(rows[-1:]).splitlines()[-1])
+    table = format_table(rows)
+    lines = ["", table]
+    soak_ok = True
+    if soak > 0:
+        result = run_and_check(soak_config(minutes=soak, seed=1, store=store), spark,
+                               progress=Progress.for_terminal())
+        soak_ok = result.valid is True
+        found = ", ".join(f"{t} {n}" for t, n in sorted(result.counts.items()) if n)
+        lines.append(f"\nsoak, {soak:g} min, every fault, correct broker: "
+                     f"{'valid' if soak_ok else 'INVALID'}"
+                     f"{' (' + found + ')' if found else ''} — {result.run_dir}")
+    click.echo("\n".join(lines))
+    if table_out is not None:
+        table_out.write_text("\n".join(lines).strip() + "\n")
+    if not soak_ok or not all(row.ok for row in rows):
+        sys.exit(EXIT_INVALID)
 
 
 @cli.command("broker", context_settings={"ignore_unknown_options": True,

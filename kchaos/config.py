@@ -10,10 +10,12 @@ it again. `validate` names the field, the value and how to fix it.
 from __future__ import annotations
 
 import dataclasses
+import os
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nemesis.core import TARGETS
 from workloads.clients import LIBRARIES, ClientSettings
 
 DBS = ("reference", "external")
@@ -45,6 +47,12 @@ class TestConfig:
     groups: int = 1                     # consumer groups of the subscribe-mode consumers
     crash_clients_every: float | None = None   # mean seconds between client crashes per worker
     client_settings: ClientSettings = field(default_factory=ClientSettings)
+    # Faults (nemesis/): kinds on a seeded schedule, or a named script.
+    nemesis: list[str] = field(default_factory=list)      # partition, pause, kill, disk, ...
+    nemesis_interval: float = 10.0      # mean seconds between fault starts
+    fault_targets: list[str] = field(default_factory=lambda: list(TARGETS))
+    nemesis_exclusive: bool = False     # one fault at a time
+    nemesis_script: str | None = None   # a recipe's script (kchaos/recipes.py) instead
     # The end of a run.
     recovery_time: float = 5.0          # seconds between healing and the final reads
     final_time_limit: float = 60.0      # seconds the final reads may take
@@ -55,6 +63,14 @@ class TestConfig:
 
     def group_names(self) -> list[str]:
         return [f"kchaos-g{n}" for n in range(self.groups)]
+
+    def disk_gate(self) -> bool:
+        """Whether the brokers' data directories sit on disk gates
+        (nemesis/disk): for disk faults, scheduled or scripted."""
+        if "disk" in self.nemesis:
+            return True
+        from kchaos.recipes import DISK_SCRIPTS
+        return self.nemesis_script in DISK_SCRIPTS
 
     def validate(self) -> None:
         def bad(name: str, why: str) -> None:
@@ -85,6 +101,27 @@ class TestConfig:
             bad("recovery_time", "must not be negative")
         if self.crash_clients_every is not None and not self.crash_clients_every > 0:
             bad("crash_clients_every", "must be positive seconds (or left out: no crashes)")
+        self._validate_nemesis(bad)
+
+    def _validate_nemesis(self, bad) -> None:
+        from nemesis.schedule import check
+        check(self.nemesis, self.fault_targets, self.nemesis_interval)
+        if self.nemesis and self.nemesis_script:
+            bad("nemesis_script", "a script replaces the --nemesis schedule; pass one of them")
+        if self.nemesis_script is not None:
+            from kchaos.recipes import SCRIPTS
+            if self.nemesis_script not in SCRIPTS:
+                bad("nemesis_script", f"choose one of {', '.join(sorted(SCRIPTS))}")
+        if self.nemesis and self.db == "external":
+            bad("nemesis", "kchaos cannot hurt a cluster it does not run; drop --nemesis "
+                "or use --db reference")
+        network = {"partition", "packet-loss"} & set(self.nemesis)
+        if network and (self.use_namespaces is False or
+                        (self.use_namespaces is None and os.geteuid() != 0)):
+            bad("nemesis", f"{', '.join(sorted(network))} need each node in a network "
+                "namespace of its own: run as root, without --no-namespaces")
+        if self.disk_gate() and os.geteuid() != 0:
+            bad("nemesis", "disk faults mount a FUSE filesystem under each node: run as root")
 
     def to_json(self) -> dict:
         body = dataclasses.asdict(self)

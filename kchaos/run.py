@@ -24,6 +24,9 @@ from history_analysis.history.writer import HistoryWriter
 from kchaos import __version__
 from kchaos.config import TestConfig
 from kchaos.progress import Progress
+from nemesis.heal import heal_all
+from nemesis.runner import Nemesis, NemesisThread
+from nemesis.schedule import Step, plan, scheduled
 from workloads.final import FinalReader
 from workloads.queue import QueueOptions, Stats, consumer_plan, run_queue
 
@@ -40,6 +43,9 @@ class RunOutcome:
     node_failures: list[str] = field(default_factory=list)
     operations: int = 0
     errors: int = 0
+    nemesis: list[dict] = field(default_factory=list)       # the faults as realised
+    heal_problems: list[str] = field(default_factory=list)
+    nemesis_error: str | None = None
 
 
 def new_run_dir(store: Path, name: str, now: datetime) -> Path:
@@ -68,14 +74,25 @@ class Cluster:
         if config.db == "external":
             self.db = ExternalDB(config.bootstrap)
             return self.db.bootstrap_servers()
-        from cluster.local import LocalBackend
+        from cluster.local import LocalBackend, prefix_for
         self.backend = LocalBackend(config.nodes, self.run_dir / "scratch", subnet=config.subnet,
-                                    use_namespaces=config.use_namespaces)
+                                    use_namespaces=config.use_namespaces,
+                                    prefix=prefix_for(config.subnet))
         self.backend.setup()
         self.nodes = list(self.backend.nodes)
+        if config.disk_gate():
+            from nemesis.disk.fault import mount
+            for node in self.nodes:         # under the data directory, before the broker
+                mount(node)
         self.db = ReferenceDB(bugs=list(config.bugs), config=list(config.broker_config))
         self.db.start_all(self.nodes, timeout=60)
         return self.db.bootstrap_servers()
+
+    def view(self, topics: list[str]):
+        """What the nemesis acts on."""
+        from nemesis.core import Cluster as Target
+        return Target(self.nodes, self.db, self.db.bootstrap_servers(), topics,
+                      self.config.partitions)
 
     def failures(self) -> list[str]:
         """Nodes whose broker is not running (killed, crashed)."""
@@ -99,6 +116,10 @@ class Cluster:
                 except Exception:  # noqa: BLE001
                     log.exception("tearing down %s", node.name)
         if self.backend is not None:
+            if self.config.disk_gate():
+                from nemesis.disk.fault import unmount_all
+                for problem in unmount_all(self.nodes):
+                    log.warning("unmounting a disk gate: %s", problem)
             self.backend.teardown()
             # The nodes' data: its listing and logs are in nodes/<name>/.
             shutil.rmtree(self.run_dir / "scratch", ignore_errors=True)
@@ -136,19 +157,28 @@ def run_test(config: TestConfig, progress: Progress | None = None) -> RunOutcome
         library=config.client, settings=config.client_settings)
     all_groups = groups + [group for _, mode, group in consumer_plan(options)
                            if mode == "assign"]
+    run_log = _log_to(run_dir / "kchaos.log")
     cluster = Cluster(config, run_dir)
-    history = None
+    history = nemesis = None
     stats = Stats()
+    steps = nemesis_plan(config)
     try:
-        write_test_json(run_dir, config, started, topics, all_groups)
+        write_test_json(run_dir, config, started, topics, all_groups, steps)
         progress.phase("setup")
         outcome.bootstrap = cluster.start()
+        if cluster.nodes:
+            nemesis = Nemesis(cluster.view(topics), None, seed=config.seed)
+            outcome.heal_problems += heal_all(nemesis.cluster)     # a clean start
         create_topics(outcome.bootstrap, topics, config.partitions, config.replication_factor)
         options = dataclasses.replace(options, bootstrap=outcome.bootstrap)
         history = HistoryWriter(run_dir / "history.jsonl")
+        if nemesis is not None:
+            nemesis.history = history
         progress.phase("main", stats)
-        run_queue(options, history, config.time_limit, stats)
-        progress.phase("heal")          # nothing to heal until the nemeses exist
+        run_main_phase(config, options, history, stats, nemesis, steps, outcome)
+        if nemesis is not None:
+            progress.phase("heal")
+            outcome.heal_problems += nemesis.heal()
         progress.phase("recovery")
         time.sleep(config.recovery_time)
         progress.phase("final")
@@ -160,19 +190,77 @@ def run_test(config: TestConfig, progress: Progress | None = None) -> RunOutcome
         outcome.final = reader.run(config.final_time_limit)
     finally:
         progress.phase("teardown")
+        if nemesis is not None:
+            # Whatever ended the run (an error, Ctrl-C): no fault outlives it.
+            nemesis.history = None
+            outcome.heal_problems += [p for p in heal_all(nemesis.cluster, ready_timeout=10)
+                                      if p not in outcome.heal_problems]
+            outcome.nemesis = nemesis.realised
         if history is not None:
             history.close()
         outcome.node_failures = cluster.failures()
         cluster.teardown()
         outcome.operations, outcome.errors = stats.snapshot()
         progress.close()
+        _stop_logging_to(run_log)
     _amend_test_json(run_dir, {"final": outcome.final, "node_failures": outcome.node_failures,
-                               "bootstrap": outcome.bootstrap})
+                               "bootstrap": outcome.bootstrap, "nemesis": outcome.nemesis,
+                               "heal_problems": outcome.heal_problems,
+                               "nemesis_error": outcome.nemesis_error})
     return outcome
 
 
+def _log_to(path: Path) -> logging.Handler:
+    """The run's log lines (harness, nemesis, client libraries) into
+    path: the terminal shows progress and the verdict, the file the rest."""
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(logging.INFO)
+    root = logging.getLogger()
+    handler.previous_level = root.level
+    root.addHandler(handler)
+    root.setLevel(min(root.level or logging.WARNING, logging.INFO))
+    return handler
+
+
+def _stop_logging_to(handler: logging.Handler) -> None:
+    root = logging.getLogger()
+    root.removeHandler(handler)
+    root.setLevel(handler.previous_level)
+    handler.close()
+
+
+def nemesis_plan(config: TestConfig) -> list[Step]:
+    return plan(config.nemesis, interval=config.nemesis_interval, duration=config.time_limit,
+                seed=config.seed, targets=config.fault_targets,
+                exclusive=config.nemesis_exclusive) if config.nemesis else []
+
+
+def run_main_phase(config: TestConfig, options: QueueOptions, history: HistoryWriter,
+                   stats: Stats, nemesis: Nemesis | None, steps: list[Step],
+                   outcome: RunOutcome) -> None:
+    """The workload for time_limit seconds, the nemesis beside it."""
+    script = None
+    if config.nemesis_script is not None:
+        from kchaos.recipes import SCRIPTS
+        script = SCRIPTS[config.nemesis_script]
+    elif steps:
+        script = scheduled(steps)
+    if nemesis is None or script is None:
+        run_queue(options, history, config.time_limit, stats)
+        return
+    thread = NemesisThread(nemesis, script)
+    thread.start()
+    try:
+        run_queue(options, history, config.time_limit, stats)
+    finally:
+        thread.finish()
+        if thread.error is not None:
+            outcome.nemesis_error = f"{type(thread.error).__name__}: {thread.error}"
+
+
 def write_test_json(run_dir: Path, config: TestConfig, started: datetime,
-                    topics: list[str], groups: list[str]) -> None:
+                    topics: list[str], groups: list[str], steps: list[Step] = ()) -> None:
     body = {
         "schema_version": SCHEMA_VERSION, "name": config.name, "seed": config.seed,
         "start_wall_time": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -181,6 +269,7 @@ def write_test_json(run_dir: Path, config: TestConfig, started: datetime,
                        "replication_factor": config.replication_factor} for t in topics},
         "groups": groups,
         "config": config.to_json(),
+        "nemesis_plan": [step.to_json() for step in steps],
         "sut": {"kind": config.db, "version": __version__ if config.db == "reference" else None,
                 "bugs": list(config.bugs)},
         "kchaos_version": __version__,

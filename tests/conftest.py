@@ -15,3 +15,15 @@ def spark(tmp_path_factory):
                             scratch_dir=tmp_path_factory.mktemp("spark-scratch"))
     yield session
     session.stop()
+
+
+def pytest_addoption(parser):
+    parser.addoption("--full-matrix", action="store_true",
+                     help="also run the whole validation matrix (every bug switch's "
+                          "recipe; over an hour) — make validate runs it as kchaos validate")
+
+
+@pytest.fixture
+def full_matrix(request) -> None:
+    if not request.config.getoption("--full-matrix"):
+        pytest.skip("the full validation matrix runs with --full-matrix (or make validate)")

@@ -22,6 +22,7 @@ from workloads.clients.base import (FAIL, FAIL_UNLESS_RETRIED, INFO, OK, ClientS
                                     verdict)
 
 log = logging.getLogger("workloads.clients")
+LIBRDKAFKA_LOG = logging.getLogger("workloads.clients.librdkafka")
 
 POLL_SLICE = 0.1  # s
 
@@ -98,6 +99,10 @@ def _common(bootstrap: str, settings: ClientSettings, client_id: str) -> dict:
         "retry.backoff.ms": settings.retry_backoff_ms,
         "reconnect.backoff.ms": settings.reconnect_backoff_ms,
         "reconnect.backoff.max.ms": settings.reconnect_backoff_max_ms,
+        # librdkafka's own log lines (a connection refused by a killed
+        # broker, ...) go through Python logging, into the run's log
+        # rather than onto the terminal.
+        "logger": LIBRDKAFKA_LOG,
     }
 
 

@@ -1,0 +1,41 @@
+"""Validation recipes: for every bug switch of BROKER.md, a kchaos test
+(config, nemesis script, time limit) that shows the switch's anomaly when
+it is on and is valid when it is off — the evidence that kchaos finds each
+historical bug and raises no false alarm on the correct broker.
+
+A recipe is plain data plus one script: `config` holds TestConfig fields
+(the switch itself, the seed and the store are the validator's to set),
+`script` is a nemesis script (nemesis/runner.py) that drives the faults by
+hand — recipes need their faults at a moment the cluster's state decides
+(the ISR has shrunk to the leader), which a timed schedule cannot promise.
+`kchaos validate` (kchaos/validate.py) runs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Recipe:
+    switch: str                             # the bug switch (reference_broker/bugs.py)
+    expected: frozenset[str]                # any of these anomaly types counts as found
+    config: dict                            # TestConfig fields
+    script: Callable | None = None          # script(nemesis); None: config's schedule
+    attempts: int = 3                       # seeded runs allowed to find it
+    disk: bool = False                      # the data directories on disk gates
+    fast: bool = False                      # in `make test`'s subset
+    allowed: frozenset[str] = field(default_factory=frozenset)   # designed-in here
+    why: str = ""                           # how the script triggers the bug
+
+
+def _all() -> list[Recipe]:
+    from kchaos.recipes import clients, replication
+    return [*replication.RECIPES, *clients.RECIPES]
+
+
+RECIPES: dict[str, Recipe] = {recipe.switch: recipe for recipe in _all()}
+# TestConfig.nemesis_script names a recipe's script by its switch.
+SCRIPTS: dict[str, Callable] = {name: r.script for name, r in RECIPES.items() if r.script}
+DISK_SCRIPTS: frozenset[str] = frozenset(name for name, r in RECIPES.items() if r.disk)

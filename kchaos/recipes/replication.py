@@ -1,0 +1,416 @@
+"""Recipes for the replication bug switches (BROKER.md's catalogue): for
+each, a script that drives the cluster down the one code path the switch
+changes, and the anomaly that path leaves in the history.
+
+A whole-node fault cannot keep a follower in the ISR while it stops
+replicating: the single controller runs on n1, and a paused, killed or
+partitioned broker stops heartbeating, is fenced and leaves every ISR.
+`BrokerLinkCut` cuts only the brokers' own port between two nodes: the
+follower stays in the ISR until replica.lag.time.max.ms while the leader
+appends what nobody else holds. A loss shows as `lost-write` only if
+nobody read the records first (IDLE_READERS), else as
+`inconsistent-offsets` once other records take their offsets.
+
+Scripts work on partition 0 of the one topic, whose replicas in election
+order are the brokers by id, rotated to start at its first leader
+(StripedReplicaPlacer): `_order` names the roles from that leader.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+
+from kchaos.recipes import Recipe
+from nemesis.core import FaultError
+from nemesis.disk.fault import DiskFault, command
+from nemesis.firewall import add_drops, check_own_network, remove_tagged
+from nemesis.process import KillFault, PauseFault
+from workloads.clients import ClientSettings
+
+# Brokers that notice a dead peer within seconds (the run tests' FAST_BROKERS).
+FAST_BROKERS = ["broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=300",
+                "replica.lag.time.max.ms=3000", "group.initial.rebalance.delay.ms=0"]
+# Subscribe-mode consumers whose group's first rebalance outlasts the main
+# phase: only the final phase reads, as in Jepsen's Kafka tests.
+IDLE_READERS = "group.initial.rebalance.delay.ms=120000"
+# Records that wait on a stalled high watermark time out within 1.5 s,
+# and their producers go on with new ones: what two leaders append while
+# replication is cut are different sends, not retries of the same batches
+# in maybe the same order. Commits stuck behind a cut give up after 1 s,
+# so consumers keep polling.
+IMPATIENT_CLIENTS = ClientSettings(request_timeout_ms=800, delivery_timeout_ms=1000,
+                                   default_api_timeout_ms=1000)
+
+
+class BrokerLinkCut:
+    """The brokers' links between `node` and each of `peers` cut, both ways:
+    DROP rules on the broker port (nemesis/firewall.py) for requests and
+    for answers, so not even a fetch already in flight gets through. The
+    controller's port and the clients (on the bridge) are not touched."""
+    start_f, stop_f = "start-partition", "stop-partition"
+    _serial = itertools.count(1)
+
+    def __init__(self, node: str, peers: list[str]):
+        self.node, self.peers = node, list(peers)
+        self.tag = f"broker-link-cut-{next(self._serial)}"
+        self.cut: list[str] = []
+
+    def asked(self) -> dict:
+        return {"kind": "broker-links", "node": self.node, "peers": self.peers}
+
+    def start(self, cluster, rng) -> dict:
+        check_own_network(cluster.nodes)
+        port = str(cluster.db.port)
+        drops = defaultdict(list)
+        for a, b in [(self.node, p) for p in self.peers] + [(p, self.node) for p in self.peers]:
+            source = cluster.node(b).address
+            drops[a] += [["-s", source, "-p", "tcp", "--dport", port],
+                         ["-s", source, "-p", "tcp", "--sport", port]]
+        try:
+            for name, matches in drops.items():
+                add_drops(cluster.node(name), self.tag, matches)
+                self.cut.append(name)
+        except FaultError:
+            self.stop(cluster)
+            raise
+        return {**self.asked(), "port": int(port)}
+
+    def stop(self, cluster) -> dict:
+        removed = {name: len(remove_tagged(cluster.node(name), self.tag)) for name in self.cut}
+        self.cut = []
+        return {**self.asked(), "rules": removed}
+
+
+# -- what the script sees of partition 0 ---------------------------------------
+
+def _settled(nemesis, replicas: int, timeout: float = 30.0):
+    """Partition 0's leader once its ISR holds `replicas` nodes and sends
+    are being acknowledged (None if not in time, or the phase is over)."""
+    found = []
+
+    def check() -> bool:
+        leader, isr = nemesis.cluster.leader(), nemesis.cluster.in_sync()
+        if leader is not None and isr is not None and len(isr) >= replicas:
+            found.append(leader)
+        return bool(found)
+    if not nemesis.until(check, timeout) or not _acknowledged(nemesis, 100, timeout):
+        return None
+    return found[0]
+
+
+def _order(nemesis, first) -> list[str]:
+    names = [node.name for node in nemesis.cluster.nodes]
+    start = names.index(first.name)
+    return names[start:] + names[:start]
+
+
+def _leads(nemesis, name: str) -> bool:
+    leader = nemesis.cluster.leader()
+    return leader is not None and leader.name == name
+
+
+def _isr(nemesis) -> list[str]:
+    return sorted(node.name for node in nemesis.cluster.in_sync() or [])
+
+
+def _high_watermark(nemesis) -> int | None:
+    """By ListOffsets from a client of the script's own; None: no answer."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    consumer = Consumer({"bootstrap.servers": nemesis.cluster.bootstrap, "log_level": 2,
+                         "group.id": "kchaos-recipe-watch", "socket.timeout.ms": 2000})
+    try:
+        return consumer.get_watermark_offsets(
+            TopicPartition(nemesis.cluster.topics[0], 0), timeout=2, cached=False)[1]
+    except KafkaException:
+        return None
+    finally:
+        consumer.close()
+
+
+def _acknowledged(nemesis, records: int, timeout: float) -> bool:
+    """Until the high watermark has moved `records` past where it is now
+    (that many more acks=all sends acknowledged); False if it does not."""
+    start = None
+
+    def grown() -> bool:
+        nonlocal start
+        mark = _high_watermark(nemesis)
+        start = mark if start is None else start
+        return None not in (start, mark) and mark >= start + records
+    return nemesis.until(grown, timeout, interval=0.5)
+
+
+# -- scripts -------------------------------------------------------------------
+
+def lone_leader_acks_then_dies(nemesis) -> None:
+    """acks-all-ignores-min-isr (KAFKA-1555): pause the followers until the
+    leader is alone in the ISR, let it acknowledge by itself, kill it and
+    resume the followers: unclean election makes one of them leader."""
+    leader = _settled(nemesis, 3)
+    if leader is None:
+        return
+    pause = PauseFault(_order(nemesis, leader)[1:])
+    nemesis.start(pause)
+    if not nemesis.until(lambda: _isr(nemesis) == [leader.name], 20):
+        return
+    # With the bug the leader acknowledges alone; without it nothing
+    # commits under min.insync.replicas=2 and the wait just runs out.
+    _acknowledged(nemesis, 50, 8)
+    nemesis.start(KillFault([leader.name]))
+    nemesis.stop(pause)
+
+
+def crash_follower_then_leader(nemesis) -> None:
+    """truncate-to-local-hw (KAFKA-1211; KIP-101's first scenario, two
+    replicas): kill the follower, then the leader, within a fetch round
+    trip, and restart both once the partition is leaderless. The one left
+    last in the ISR is elected again, and with the bug it first cuts its
+    log at its own high watermark — as checkpointed, up to
+    replica.high.watermark.checkpoint.interval.ms behind."""
+    leader = _settled(nemesis, 2)
+    # Traffic for a while, so the checkpoint has something to trail.
+    if leader is None or not _acknowledged(nemesis, 400, 30):
+        return
+    crashes = [KillFault([_order(nemesis, leader)[1]]), KillFault([leader.name])]
+    for crash in crashes:
+        nemesis.start(crash)
+    nemesis.until(lambda: nemesis.cluster.leader() is None, 15)
+    for crash in crashes:
+        nemesis.stop(crash)
+
+
+def alternating_epochs(nemesis) -> None:
+    """epoch-lookup-v0 (KAFKA-6361, KIP-279): three leaders in a row, the
+    third never having seen the second's epoch. Leader A appends a suffix
+    that C fetches and B does not (cut); A dies and B leads epoch 1, whose
+    records C does not fetch (cut); B dies and C leads epoch 2. B comes
+    back asking about epoch 1: KIP-279's answer, (0, end of epoch 0 at C),
+    cuts B to where the logs part; the v0 answer, an offset only, lets B
+    keep its epoch-1 records over C's. C is then bounced, B leads, and
+    readers see other records at offsets they read from C."""
+    leader = _settled(nemesis, 3)
+    if leader is None:
+        return
+    a, b, c = _order(nemesis, leader)
+    suffix = BrokerLinkCut(a, [b])
+    nemesis.start(suffix)
+    if not nemesis.sleep(3):
+        return
+    quiet = BrokerLinkCut(b, [c])
+    nemesis.start(quiet)
+    nemesis.start(KillFault([a]))       # A stays down: B, not A, must lead after C
+    nemesis.stop(suffix)
+    if not nemesis.until(lambda: _leads(nemesis, b), 15) or not nemesis.sleep(3):
+        return
+    kill_b = KillFault([b])
+    nemesis.start(kill_b)
+    if not nemesis.until(lambda: _leads(nemesis, c), 15):
+        return
+    nemesis.stop(quiet)
+    nemesis.stop(kill_b)
+    if not nemesis.until(lambda: b in _isr(nemesis), 20) or not nemesis.sleep(4):
+        return
+    bounce = KillFault([c])
+    nemesis.start(bounce)
+    nemesis.stop(bounce)                # C's new registration fences the old: B leads
+    nemesis.until(lambda: _leads(nemesis, b), 15)
+
+
+def premature_isr_join(nemesis) -> None:
+    """isr-expand-below-epoch-start (KAFKA-7128): C lags (killed) while A
+    and B commit; A and then B die, and B, last in the ISR, comes back
+    alone and leads with the high watermark it restarted with (none
+    checkpointed: 0), far below its epoch's start. C returns: with the bug
+    its first fetch puts it in the ISR though it lacks what B holds from
+    its LEO to the epoch start; B is paused right then (catching up is one
+    batch per fetch), and C leads without those acknowledged records."""
+    leader = _settled(nemesis, 3)
+    if leader is None:
+        return
+    a, b, c = _order(nemesis, leader)
+    lagging = KillFault([c])
+    nemesis.start(lagging)
+    if not _acknowledged(nemesis, 1500, 40):
+        return
+    kill_a, kill_b = KillFault([a]), KillFault([b])
+    nemesis.start(kill_a)
+    nemesis.sleep(1.5)                  # A's session ends first: B is the last in the ISR
+    nemesis.start(kill_b)
+    if not nemesis.sleep(5):
+        return
+    nemesis.stop(kill_b)
+    if not nemesis.until(lambda: _leads(nemesis, b), 20):
+        return
+    nemesis.stop(lagging)
+    if not nemesis.until(lambda: c in _isr(nemesis), 30):
+        return
+    pause = PauseFault([b])
+    nemesis.start(pause)
+    nemesis.until(lambda: _leads(nemesis, c), 15)
+    nemesis.stop(pause)
+    nemesis.stop(kill_a)
+
+
+def stale_end_after_failover(nemesis) -> None:
+    """stale-hw-after-failover (KAFKA-2334, KIP-207): the follower is cut
+    off but stays in the ISR, so the high watermark stands still while
+    acks=1 sends are acknowledged; then the follower and the leader (last
+    in the ISR) are killed. The heal restarts both, and the leader leads
+    again with its high watermark below its epoch's start until the
+    follower has fetched the backlog, one batch per fetch. The final
+    phase's ListOffsets(latest) falls in that window: with the bug it gets
+    the stale end and the final reads stop short of acknowledged records;
+    without it, OFFSET_NOT_AVAILABLE until the high watermark caught up."""
+    leader = _settled(nemesis, 2)
+    if leader is None:
+        return
+    follower = _order(nemesis, leader)[1]
+    cut = BrokerLinkCut(leader.name, [follower])
+    nemesis.start(cut)
+    if not nemesis.sleep(25):
+        return
+    nemesis.start(KillFault([follower]))
+    nemesis.stop(cut)
+    if nemesis.until(lambda: _isr(nemesis) == [leader.name], 15):
+        nemesis.start(KillFault([leader.name]))
+
+
+def last_replica_loses_its_tail(nemesis) -> None:
+    """hw-advances-under-min-isr (KAFKA-15583, KIP-966's last replica
+    standing): C is killed and B cut off until leader A is alone in the
+    ISR; with the bug A's high watermark then passes what only A holds,
+    and consumers read it. A crashes losing what its disk had not written
+    back and, the ISR never emptying, leads again without those records.
+    A's disk is synced right after the cut, so only what A appended since
+    can be lost: else the crash would lose records acknowledged by two
+    replicas too, which only KIP-966's ELR (not in this broker) protects."""
+    leader = _settled(nemesis, 3)
+    if leader is None:
+        return
+    a, b, c = _order(nemesis, leader)
+    nemesis.start(KillFault([c]))
+    if not nemesis.until(lambda: _isr(nemesis) == sorted([a, b]), 15) \
+            or not _acknowledged(nemesis, 200, 20):
+        return
+    cut = BrokerLinkCut(a, [b])
+    nemesis.start(cut)
+    command(nemesis.cluster.node(a), "sync")
+    # The next appends come when producers give up on the stuck ones
+    # (1.5 s); the gate writes them back 5 s later: crash before that.
+    if not nemesis.until(lambda: _isr(nemesis) == [a], 15) or not nemesis.sleep(0.5):
+        return
+    crash = DiskFault("lose-unsynced", [a])
+    nemesis.start(crash)
+    nemesis.stop(crash)
+    nemesis.stop(cut)
+
+
+def dirty_read_then_failover(nemesis) -> None:
+    """fetch-above-hw (dirty reads): the followers are cut off but stay in
+    the ISR, so the leader's high watermark stands still while it appends;
+    with the bug consumers read those records anyway. The leader is
+    killed, a follower leads without them, and new records take their
+    offsets."""
+    leader = _settled(nemesis, 3)
+    if leader is None:
+        return
+    cut = BrokerLinkCut(leader.name, _order(nemesis, leader)[1:])
+    nemesis.start(cut)
+    if not nemesis.sleep(5):
+        return
+    nemesis.start(KillFault([leader.name]))
+    nemesis.stop(cut)
+    nemesis.until(lambda: not _leads(nemesis, leader.name), 15)
+
+
+RECIPES: list[Recipe] = [
+    Recipe(
+        switch="acks-all-ignores-min-isr",
+        expected=frozenset({"lost-write"}),
+        config=dict(time_limit=30, partitions=1, consumer_mode="subscribe",
+                    broker_config=FAST_BROKERS + ["min.insync.replicas=2",
+                                                  "unclean.leader.election.enable=true",
+                                                  IDLE_READERS],
+                    recovery_time=3, final_time_limit=40),
+        script=lone_leader_acks_then_dies, fast=True,
+        why="Paused followers leave the leader alone in the ISR, where the bug lets it "
+            "acknowledge acks=all sends by itself; it is killed, and the follower unclean "
+            "election picks lacks them.",
+    ),
+    Recipe(
+        switch="truncate-to-local-hw",
+        expected=frozenset({"lost-write", "inconsistent-offsets"}),
+        config=dict(time_limit=30, partitions=1, replication_factor=2,
+                    consumer_mode="subscribe", broker_config=FAST_BROKERS + [IDLE_READERS],
+                    recovery_time=3, final_time_limit=40),
+        script=crash_follower_then_leader, fast=True,
+        why="Both replicas are killed back to back and restarted; the one last in the ISR "
+            "is elected again after the bug cut its log at its checkpointed high watermark, "
+            "so acknowledged records are lost and new ones take their offsets.",
+    ),
+    Recipe(
+        switch="epoch-lookup-v0",
+        expected=frozenset({"inconsistent-offsets"}),
+        config=dict(time_limit=45, partitions=1, consumer_mode="assign",
+                    broker_config=FAST_BROKERS + ["min.insync.replicas=2",
+                                                  "replica.lag.time.max.ms=20000"],
+                    client_settings=IMPATIENT_CLIENTS, recovery_time=3, final_time_limit=40),
+        script=alternating_epochs,
+        why="Three clean failovers with replication cut leave a returning leader holding "
+            "an epoch the new leader never saw; the bug's offset-only epoch lookup lets it "
+            "keep that diverging suffix, which readers see once it leads again.",
+    ),
+    Recipe(
+        switch="isr-expand-below-epoch-start",
+        expected=frozenset({"lost-write", "inconsistent-offsets"}),
+        config=dict(time_limit=45, partitions=1, consumer_mode="subscribe",
+                    broker_config=FAST_BROKERS + [
+                        "min.insync.replicas=2", "replica.fetch.max.bytes=1",
+                        "replica.high.watermark.checkpoint.interval.ms=600000", IDLE_READERS],
+                    recovery_time=3, final_time_limit=40),
+        script=premature_isr_join,
+        why="A leader restarted alone leads with a high watermark of 0; the bug lets a "
+            "lagging replica join its ISR at its first fetch, and the leader is paused "
+            "before that replica has caught up, so it is elected without acknowledged data.",
+    ),
+    Recipe(
+        switch="stale-hw-after-failover",
+        expected=frozenset({"unseen"}),
+        config=dict(time_limit=40, partitions=1, replication_factor=2, rate=400,
+                    consumer_mode="assign",
+                    broker_config=FAST_BROKERS + ["min.insync.replicas=2",
+                                                  "replica.lag.time.max.ms=60000",
+                                                  "replica.fetch.max.bytes=1"],
+                    client_settings=ClientSettings(acks="1", idempotence=False),
+                    recovery_time=0, final_time_limit=60),
+        script=stale_end_after_failover,
+        why="The heal brings back a leader whose high watermark lags its epoch start by "
+            "25 s of acks=1 sends; with the bug the final phase's ListOffsets(latest) gets "
+            "that stale end, and the acknowledged records past it are never read.",
+    ),
+    Recipe(
+        switch="hw-advances-under-min-isr",
+        expected=frozenset({"inconsistent-offsets"}),
+        config=dict(time_limit=40, partitions=1, consumer_mode="assign",
+                    broker_config=["broker.session.timeout.ms=8000",
+                                   "broker.heartbeat.interval.ms=300",
+                                   "replica.lag.time.max.ms=2500", "min.insync.replicas=2",
+                                   "group.initial.rebalance.delay.ms=0"],
+                    client_settings=IMPATIENT_CLIENTS, recovery_time=3, final_time_limit=40),
+        script=last_replica_loses_its_tail, disk=True,
+        why="With the leader alone in the ISR the bug moves its high watermark past what "
+            "only it holds; consumers read that, then the leader crashes losing unsynced "
+            "data and is re-elected as the last replica standing.",
+    ),
+    Recipe(
+        switch="fetch-above-hw",
+        expected=frozenset({"inconsistent-offsets"}),
+        config=dict(time_limit=30, partitions=1, consumer_mode="assign",
+                    broker_config=FAST_BROKERS + ["replica.lag.time.max.ms=10000"],
+                    client_settings=IMPATIENT_CLIENTS, recovery_time=3, final_time_limit=40),
+        script=dirty_read_then_failover,
+        why="With replication cut the leader appends past its high watermark; the bug lets "
+            "consumers read that, and after the leader is killed a follower leads without it.",
+    ),
+]

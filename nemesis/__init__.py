@@ -1,0 +1,1 @@
+"""Faults on a cluster's nodes, their seeded schedules, and heal-all."""

@@ -1,0 +1,293 @@
+"""Disk faults on nodes whose broker data directory sits on a disk gate.
+
+`mount(node)` starts the gate (daemon "disk") on `<workdir>/data` over
+`<workdir>/data.backing`, its control socket `<workdir>/data.gate.sock`,
+its log `<workdir>/data.gate.log`; it must run before the broker starts
+(kchaos mounts it when `disk` is among the nemeses). Every later word to
+the gate is `python -m nemesis.disk ctl SOCKET COMMAND` through
+`node.run`, so the faults work on any Node backend that has the package
+and FUSE.
+
+`DiskFault(mode)`:
+- `stall`: `stall-disk`/`unstall-disk` — every filesystem operation blocks;
+- `errors`: `disk-errors`/`stop-disk-errors` — I/O fails with EIO;
+- `lose-unsynced`: `lose-unsynced`/`restart` — kill the broker, then drop
+  what its files had not made durable (a power cut right after a crash);
+  stop starts the broker again on what is left.
+
+A local node in a network namespace runs each command through `ip netns
+exec`, which gives the command a private mount namespace that nothing
+propagates out of. So on such a node the gate mounts, and is unmounted, in
+this process's mount namespace (`nsenter --mount`): the broker started
+afterwards through `ip netns exec` starts with a copy that holds the gate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import sys
+import time
+from pathlib import PurePath
+
+from cluster.node import Node
+from nemesis.core import Cluster, FaultError, choose_targets, names
+
+DAEMON = "disk"
+DATA = "data"
+FS_TYPE = "fuse.kchaos-disk"
+MODES = {"stall": ("stall-disk", "unstall-disk"),
+         "errors": ("disk-errors", "stop-disk-errors"),
+         "lose-unsynced": ("lose-unsynced", "restart")}
+EXIT_NO_GATE, EXIT_NO_ANSWER = 3, 4   # `ctl` exit statuses (nemesis/disk/__main__.py)
+LOG_TAIL_LINES = 15
+
+
+class GateMissing(FaultError):
+    """No disk gate is mounted on the node."""
+
+
+def _paths(node: Node, directory: str) -> tuple[PurePath, PurePath, PurePath]:
+    """(mountpoint, backing directory, control socket)."""
+    mountpoint = node.workdir / directory
+    return (mountpoint, mountpoint.with_name(mountpoint.name + ".backing"),
+            mountpoint.with_name(mountpoint.name + ".gate.sock"))
+
+
+def _host_mounts(node: Node) -> list[str]:
+    """argv prefix that runs a command in this process's mount namespace
+    when the node's commands would get a private one (see the docstring)."""
+    if getattr(node, "netns", None):
+        return ["nsenter", f"--mount=/proc/{os.getpid()}/ns/mnt", "--"]
+    return []
+
+
+def _unescape(field: str) -> str:
+    """/proc/mounts writes space, tab, newline and backslash as \\ooo."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def gate_mounts(node: Node) -> list[str]:
+    """Mount points of disk gates under the node's working directory."""
+    listing = node.run(["cat", "/proc/self/mounts"], timeout=30.0).stdout
+    root = str(node.workdir).rstrip("/") + "/"
+    found = []
+    for line in listing.splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and fields[2] == FS_TYPE:
+            mountpoint = _unescape(fields[1])
+            if mountpoint.startswith(root):
+                found.append(mountpoint)
+    return found
+
+
+def command(node: Node, verb: str, *, directory: str = DATA, python: str = sys.executable,
+            timeout: float = 30.0) -> dict:
+    """Send one command (nemesis.disk.control.COMMANDS) to the node's gate;
+    its JSON answer. GateMissing when none is mounted there; FaultError
+    when it does not answer or refuses."""
+    _, _, socket = _paths(node, directory)
+    done = node.run([python, "-m", "nemesis.disk", "ctl", str(socket), verb,
+                     "--timeout", str(timeout)], check=False, timeout=timeout + 30)
+    detail = (done.stderr or done.stdout).strip()
+    if done.returncode == EXIT_NO_GATE:
+        raise GateMissing(f"{node.name}: no disk gate is mounted on {node.workdir / directory}: "
+                          f"disk faults need the gate mounted under the broker's data "
+                          f"directory (kchaos mounts it when `disk` is among the nemeses; "
+                          f"by hand: nemesis.disk.fault.mount(node) before the broker starts)")
+    if done.returncode != 0:
+        raise FaultError(f"{node.name}: disk gate command {verb!r} failed "
+                         f"(exit {done.returncode}): {detail}")
+    return json.loads(done.stdout)
+
+
+def mount(node: Node, *, python: str = sys.executable, writeback_delay: float = 5.0,
+          directory: str = DATA, timeout: float = 15.0) -> None:
+    """Mount a gate on `<workdir>/<directory>` (over `<directory>.backing`)
+    and wait until it serves. A live gate already there is kept; a dead one
+    is cleared first. Run it before the broker starts on that directory."""
+    if writeback_delay < 0:
+        raise ValueError(f"writeback_delay={writeback_delay!r}: seconds, 0 or more "
+                         f"(0 writes through)")
+    mountpoint, backing, socket = _paths(node, directory)
+    if str(mountpoint) in gate_mounts(node):
+        try:
+            command(node, "status", directory=directory, python=python)
+            return
+        except FaultError:
+            unmount(node, directory=directory, python=python)
+    elif node.is_running(DAEMON):
+        unmount(node, directory=directory, python=python)
+    node.run(["mkdir", "-p", str(mountpoint), str(backing)])
+    log = mountpoint.with_name(mountpoint.name + ".gate.log")
+    node.start_daemon(DAEMON, [*_host_mounts(node), python, "-m", "nemesis.disk", "serve",
+                               str(backing), str(mountpoint), "--control", str(socket),
+                               "--writeback-delay", repr(float(writeback_delay))], log=log)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not node.is_running(DAEMON):
+            raise RuntimeError(f"{node.name}: the disk gate exited before mounting "
+                               f"{mountpoint}:\n{_tail(node, log)}")
+        if str(mountpoint) in gate_mounts(node):
+            try:
+                command(node, "status", directory=directory, python=python, timeout=5.0)
+                return
+            except FaultError:
+                pass
+        time.sleep(0.1)
+    node.stop_daemon(DAEMON, sig=signal.SIGKILL)
+    _unmount_path(node, directory, python, timeout)
+    raise TimeoutError(f"{node.name}: the disk gate did not mount {mountpoint} within "
+                       f"{timeout} s:\n{_tail(node, log)}")
+
+
+def unmount(node: Node, *, directory: str = DATA, python: str = sys.executable,
+            timeout: float = 15.0) -> None:
+    """Stop the node's gate (it writes back what it holds) and unmount it;
+    a dead gate's mount is detached. Nothing if none is mounted. Stop the
+    broker first: a process with a file open on the gate sees errors."""
+    if node.is_running(DAEMON):
+        node.stop_daemon(DAEMON, sig=signal.SIGTERM, timeout=timeout)
+    problem = _unmount_path(node, directory, python, timeout)
+    if problem:
+        raise RuntimeError(problem)
+
+
+def _unmount_path(node: Node, directory: str, python: str, timeout: float) -> str | None:
+    """Unmount the gate on `<workdir>/<directory>` whoever started it: ask it
+    to shut down, else detach it. A problem, or None."""
+    mountpoint, _, socket = _paths(node, directory)
+    if str(mountpoint) not in gate_mounts(node):
+        return None
+    try:
+        command(node, "shutdown", directory=directory, python=python, timeout=5.0)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and str(mountpoint) in gate_mounts(node):
+            time.sleep(0.1)
+    except FaultError:
+        pass    # dead: "Transport endpoint is not connected"
+    prefix = _host_mounts(node)
+    for argv in (["fusermount3", "-u", "-z", str(mountpoint)], ["umount", "-l", str(mountpoint)]):
+        if str(mountpoint) not in gate_mounts(node):
+            break
+        try:
+            node.run([*prefix, *argv], check=False, timeout=30.0)
+        except FileNotFoundError:
+            continue
+    node.run(["rm", "-f", str(socket)], check=False)
+    if str(mountpoint) in gate_mounts(node):
+        return (f"{node.name}: {mountpoint} is still mounted (fusermount3 -u -z and "
+                f"umount -l failed)")
+    return None
+
+
+def unmount_all(nodes: list[Node]) -> list[str]:
+    """Unmount every gate under each node's working directory (teardown,
+    after the brokers stopped; or a crashed run, by hand); problems as
+    strings, one node's never stopping the next."""
+    problems = []
+    for node in nodes:
+        try:
+            if node.is_running(DAEMON):
+                node.stop_daemon(DAEMON, sig=signal.SIGTERM, timeout=15.0)
+            for mountpoint in gate_mounts(node):
+                directory = os.path.relpath(mountpoint, str(node.workdir))
+                problem = _unmount_path(node, directory, sys.executable, 15.0)
+                if problem:
+                    problems.append(problem)
+        except Exception as e:  # noqa: BLE001 — reported; the next node is still unmounted
+            problems.append(f"{node.name}: unmounting its disk gate: {type(e).__name__}: {e}")
+    return problems
+
+
+def heal(cluster: Cluster) -> list[str]:
+    """Unstall and stop errors on every node that has a gate. Nothing is
+    unmounted (brokers run on it) and nothing dropped. Problems as strings."""
+    problems = []
+    python = _python(cluster)
+    for node in cluster.nodes:
+        try:
+            command(node, "heal", python=python)
+        except GateMissing:
+            continue
+        except Exception as e:  # noqa: BLE001 — reported; the next node is still healed
+            problems.append(f"{node.name}: healing its disk gate: {e}")
+    return problems
+
+
+def _python(cluster: Cluster) -> str:
+    """The Python the DB runs on the nodes (ReferenceDB.python), else ours."""
+    return getattr(cluster.db, "python", None) or sys.executable
+
+
+def _tail(node: Node, path: PurePath) -> str:
+    try:
+        lines = node.get(path).decode(errors="replace").splitlines()
+    except FileNotFoundError:
+        return "(no log)"
+    return "\n".join(lines[-LOG_TAIL_LINES:])
+
+
+class DiskFault:
+    """A disk fault of one mode on the targets (nemesis.core.TARGETS or node
+    names). Every target must have a gate; that is checked before any is
+    touched."""
+
+    def __init__(self, mode: str, targets="one"):
+        if mode not in MODES:
+            raise ValueError(f"mode={mode!r}: choose one of {', '.join(MODES)}")
+        self.mode = mode
+        self.targets = targets
+        self.start_f, self.stop_f = MODES[mode]
+        self.nodes: list[Node] = []
+
+    def asked(self) -> dict:
+        return {"mode": self.mode, "targets": self.targets}
+
+    def start(self, cluster: Cluster, rng: random.Random) -> dict:
+        if self.mode == "lose-unsynced":
+            missing = [m for m in ("kill", "start") if not callable(getattr(cluster.db, m, None))]
+            if missing:
+                raise FaultError(f"lose-unsynced: the DB adapter {type(cluster.db).__name__} "
+                                 f"cannot {', '.join(missing)} nodes: drop this fault")
+        python = _python(cluster)
+        targets = choose_targets(cluster, self.targets, rng)
+        for node in targets:
+            command(node, "status", python=python)
+        self.nodes = []
+        done = {"mode": self.mode, "targets": self.targets, "nodes": names(targets)}
+        if self.mode == "lose-unsynced":
+            dropped = {}
+            for node in targets:
+                cluster.db.kill(node)
+                self.nodes.append(node)     # restarted by stop even if the drop fails
+                answer = command(node, "drop", python=python)
+                dropped[node.name] = {"files": answer["dropped_files"],
+                                      "bytes": answer["dropped_bytes"]}
+            done["dropped"] = dropped
+            done["dropped_bytes"] = sum(d["bytes"] for d in dropped.values())
+            return done
+        verb = "stall" if self.mode == "stall" else "errors"
+        for node in targets:
+            self.nodes.append(node)
+            command(node, verb, python=python)
+        return done
+
+    def stop(self, cluster: Cluster) -> dict:
+        python = _python(cluster)
+        problems = []
+        for node in self.nodes:
+            try:
+                if self.mode == "lose-unsynced":
+                    cluster.db.start(node)
+                else:
+                    command(node, "unstall" if self.mode == "stall" else "stop-errors",
+                            python=python)
+            except Exception as e:  # noqa: BLE001 — the other nodes are still restored
+                problems.append(f"{node.name}: {e}")
+        if problems:
+            raise FaultError(f"{self.stop_f}: " + "; ".join(problems))
+        return {"mode": self.mode, "nodes": names(self.nodes)}

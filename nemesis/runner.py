@@ -1,0 +1,129 @@
+"""The nemesis as a process of the history (HISTORY.md: process -1): it
+starts and stops faults, records each as an invocation and a completion —
+`info` with what was really done, `fail` with why it could not be — and
+heals the whole cluster on demand.
+
+A schedule (nemesis/schedule.py) or a hand-written script (a validation
+recipe) drives it from one thread: `script(nemesis)` calls `start`, `stop`,
+`sleep` and `until`, and returns when the run's main phase ends
+(`sleep` and `until` return False then).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+
+from nemesis.core import Cluster, Fault
+from nemesis.heal import heal_all
+
+log = logging.getLogger("nemesis")
+
+PROCESS = -1
+
+
+class Nemesis:
+    def __init__(self, cluster: Cluster, history, *, seed: int = 0):
+        self.cluster = cluster
+        self.history = history
+        self.rng = random.Random(seed)
+        self.active: list[Fault] = []
+        self.done = threading.Event()       # the main phase is over
+        self.realised: list[dict] = []      # what happened, for test.json
+
+    # -- faults ------------------------------------------------------------
+
+    def start(self, fault: Fault) -> dict | None:
+        """Apply fault; what was done, or None if it failed (recorded)."""
+        done = self._do(fault.start_f, fault.asked(), lambda: fault.start(self.cluster, self.rng))
+        if done is not None:
+            self.active.append(fault)
+        return done
+
+    def stop(self, fault: Fault) -> dict | None:
+        if fault in self.active:
+            self.active.remove(fault)
+        return self._do(fault.stop_f, fault.asked(), lambda: fault.stop(self.cluster))
+
+    def stop_all(self) -> None:
+        for fault in reversed(list(self.active)):
+            self.stop(fault)
+
+    def heal(self) -> list[str]:
+        """Stop every active fault, then return every node to baseline
+        (nemesis/heal.py); the problems found, also in the history."""
+        self.stop_all()
+        self._record("invoke", "heal", {})
+        problems = heal_all(self.cluster)
+        self._record("info", "heal", {"problems": problems})
+        return problems
+
+    def _do(self, f: str, asked: dict, action: Callable[[], dict]) -> dict | None:
+        self._record("invoke", f, asked)
+        try:
+            done = action()
+        except Exception as e:  # noqa: BLE001 — a fault that cannot be applied is a `fail`
+            log.warning("nemesis %s %s failed: %s", f, asked, e)
+            self._record("fail", f, asked, error=f"{type(e).__name__}: {e}")
+            return None
+        self._record("info", f, done)
+        return done
+
+    def _record(self, type: str, f: str, value: dict, error: str | None = None) -> None:
+        self.history.append(PROCESS, type, f, value, error=error)
+        if type != "invoke":
+            entry = {"f": f, "type": type, "value": value, **({"error": error} if error else {})}
+            self.realised.append(entry)
+
+    # -- time --------------------------------------------------------------
+
+    def sleep(self, seconds: float) -> bool:
+        """Wait; False (at once) when the main phase has ended."""
+        return not self.done.wait(max(0.0, seconds))
+
+    def until(self, condition: Callable[[], object], timeout: float,
+              interval: float = 0.2) -> bool:
+        """Poll condition until it holds (True), timeout passes or the main
+        phase ends (False)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if condition():
+                return True
+            if not self.sleep(interval):
+                return False
+        return bool(condition())
+
+
+Script = Callable[[Nemesis], None]
+
+
+class NemesisThread:
+    """Runs script(nemesis) beside the workload; `finish` ends the script's
+    waits and joins it. An exception in a script is kept for the run's
+    outcome, never raised into the workload."""
+
+    def __init__(self, nemesis: Nemesis, script: Script):
+        self.nemesis = nemesis
+        self.script = script
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.script(self.nemesis)
+        except BaseException as e:  # noqa: BLE001 — reported by the run
+            log.exception("the nemesis script failed")
+            self.error = e
+
+    def finish(self, timeout: float = 120.0) -> None:
+        self.nemesis.done.set()
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self.error = self.error or TimeoutError(
+                f"the nemesis did not finish within {timeout} s of the main phase's end")

@@ -1,0 +1,101 @@
+"""The heal guarantee when the harness itself dies: `kchaos run` killed
+with SIGKILL while a partition is in place leaves the firewall rules
+behind; `kchaos heal RUN_DIR` removes them and the nodes reach each other
+again; a second run on the same nodes starts clean and is valid."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cluster.local import LocalBackend
+from kchaos.config import TestConfig
+from kchaos.progress import Progress
+from kchaos.run import run_and_check
+
+pytestmark = [pytest.mark.root, pytest.mark.spark,
+              pytest.mark.skipif(os.geteuid() != 0, reason="network faults need root")]
+
+FAST_BROKERS = ["broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=300",
+                "replica.lag.time.max.ms=3000", "group.initial.rebalance.delay.ms=0"]
+KCHAOS = str(Path(sys.executable).with_name("kchaos"))
+
+
+def chain(netns: str) -> str:
+    """Our chain's rules in netns ("" when there is no chain)."""
+    done = subprocess.run(["ip", "netns", "exec", netns, "iptables", "-w", "-S", "KCHAOS"],
+                          capture_output=True, text=True)
+    return done.stdout if done.returncode == 0 else ""
+
+
+def partitioned_run_dir(store: Path, harness: subprocess.Popen, timeout: float = 90) -> Path:
+    """The run directory once its history shows a partition in place."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert harness.poll() is None, harness.stdout.read()
+        for history in store.glob("*/*/history.jsonl"):
+            nemesis = [json.loads(line) for line in history.read_text().splitlines()
+                       if '"process":-1' in line.replace(" ", "")]
+            if nemesis and nemesis[-1]["f"] == "start-partition" \
+                    and nemesis[-1]["type"] == "info":
+                return history.parent
+        time.sleep(0.2)
+    raise AssertionError(f"no partition started within {timeout} s")
+
+
+def reaches(from_netns: str, address: str, port: int = 9092) -> bool:
+    probe = (f"import socket; socket.create_connection(({address!r}, {port}), timeout=2)")
+    return subprocess.run(["ip", "netns", "exec", from_netns, sys.executable, "-c", probe],
+                          capture_output=True).returncode == 0
+
+
+def test_kchaos_heal_after_the_harness_was_killed_mid_partition(tmp_path, spark):
+    store = tmp_path / "store"
+    harness = subprocess.Popen(
+        [KCHAOS, "run", "--seed", "5", "--time-limit", "120", "--nemesis", "partition",
+         "--nemesis-interval", "3", "--store", str(store),
+         *[arg for c in FAST_BROKERS for arg in ("--config", c)]],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        run_dir = partitioned_run_dir(store, harness)
+        harness.send_signal(signal.SIGKILL)
+        harness.wait(10)
+        namespaces = [f"kchaos-n{i}" for i in (1, 2, 3)]
+        rules = {netns: chain(netns) for netns in namespaces}
+        assert any("DROP" in r for r in rules.values()), rules     # the fault outlived it
+        cut = [(a, b) for a in (1, 2, 3) for b in (1, 2, 3)
+               if a != b and not reaches(f"kchaos-n{a}", f"198.18.0.{10 + b}")]
+        assert cut, "the partition cut no pair of nodes"
+
+        healed = subprocess.run([KCHAOS, "heal", str(run_dir)], capture_output=True,
+                                text=True, timeout=60)
+        assert healed.returncode == 0, healed.stdout + healed.stderr
+        assert "firewall chains removed" in healed.stdout
+        assert all(chain(netns) == "" for netns in namespaces)
+        for a, b in cut:
+            assert reaches(f"kchaos-n{a}", f"198.18.0.{10 + b}"), (a, b)
+
+        # The dead harness's brokers still run in the namespaces: the next
+        # run on these nodes clears them and starts clean.
+        config = TestConfig(seed=6, time_limit=10, store=tmp_path / "second",
+                            broker_config=FAST_BROKERS, recovery_time=1)
+        result = run_and_check(config, spark, progress=Progress.quiet())
+        assert result.valid is True, (result.counts, result.run_dir)
+        assert result.outcome.heal_problems == []
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+        LocalBackend(3, tmp_path / "leftovers", use_namespaces=True).teardown()
+
+
+def test_kchaos_heal_refuses_a_directory_that_is_no_run(tmp_path):
+    done = subprocess.run([KCHAOS, "heal", str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 3
+    assert "no test.json here" in done.stderr

@@ -1,0 +1,61 @@
+"""`kchaos run` with every fault on a seeded schedule, on the correct
+broker: the faults happen (each verb's completion is `info`, with the
+nodes it hit), the history follows the plan written into test.json, the
+cluster is healed, and the verdict is valid."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from kchaos.config import TestConfig
+from kchaos.progress import Progress
+from kchaos.run import nemesis_plan, run_and_check
+from nemesis.schedule import make_fault
+
+pytestmark = [pytest.mark.root, pytest.mark.spark,
+              pytest.mark.skipif(os.geteuid() != 0, reason="faults need root")]
+
+FAST_BROKERS = ["broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=300",
+                "replica.lag.time.max.ms=3000", "group.initial.rebalance.delay.ms=0",
+                "min.insync.replicas=2"]
+
+
+def test_every_fault_on_a_schedule_is_applied_healed_and_valid(tmp_path, spark):
+    config = TestConfig(seed=11, time_limit=75, store=tmp_path, broker_config=FAST_BROKERS,
+                        nemesis=["partition", "pause", "kill", "restart-all", "disk",
+                                 "packet-loss"], nemesis_interval=4, recovery_time=3,
+                        final_time_limit=90)
+    result = run_and_check(config, spark, progress=Progress.quiet())
+    run_dir = result.run_dir
+    test_json = json.loads((run_dir / "test.json").read_text())
+    steps = nemesis_plan(config)
+    assert test_json["nemesis_plan"] == [s.to_json() for s in steps]
+
+    events = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+    nemesis = [e for e in events if e["process"] == -1]
+    invoked = [e for e in nemesis if e["type"] == "invoke" and e["f"] != "heal"]
+    # The plan's starts and stops, in order, were the nemesis's invocations.
+    planned = [make_fault(s.fault).start_f if s.action == "start" else
+               make_fault(s.fault).stop_f for s in steps]
+    assert [e["f"] for e in invoked][:len(planned)] == planned
+    applied = {e["f"] for e in nemesis if e["type"] == "info"}
+    wanted = {"start-partition", "stop-partition", "pause", "resume", "kill", "restart",
+              "packet-loss", "stop-packet-loss", "heal"}
+    assert wanted <= applied, sorted(applied)
+    assert applied & {"stall-disk", "disk-errors", "lose-unsynced"}, sorted(applied)
+    assert not [e for e in nemesis if e["type"] == "fail"]
+    assert test_json["outcome"]["nemesis"] == [
+        {k: e[k] for k in ("f", "type", "value")} for e in nemesis if e["type"] != "invoke"]
+
+    assert result.outcome.heal_problems == [] and result.outcome.nemesis_error is None
+    assert result.outcome.node_failures == []
+    assert result.outcome.final["reached"] is True
+    assert result.valid is True, (result.counts, run_dir)
+    # Nothing left behind: no namespace of ours, no mount under the run.
+    assert "kchaos-n" not in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                            text=True).stdout
+    assert str(run_dir) not in open("/proc/mounts").read()

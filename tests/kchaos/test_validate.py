@@ -1,0 +1,68 @@
+"""The validation matrix: every bug switch has a recipe; the fast subset
+(in every `make test`) finds its switch and raises no alarm without it;
+the whole matrix runs with `--full-matrix` (slow) or `make validate`."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from kchaos.cli import cli
+from kchaos.recipes import RECIPES
+from kchaos.validate import Row, format_table, validate_recipe
+from reference_broker.bugs import CATALOGUE
+
+FAST = sorted(name for name, recipe in RECIPES.items() if recipe.fast)
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="recipes use network namespaces")
+
+
+def test_every_bug_switch_has_a_recipe_and_the_fast_subset_is_the_issue_s():
+    assert set(RECIPES) == set(CATALOGUE)
+    assert set(FAST) == {"acks-all-ignores-min-isr", "truncate-to-local-hw",
+                         "no-idempotent-dedup", "offsets-commit-acks-one"}
+    for recipe in RECIPES.values():
+        assert recipe.expected and recipe.why and 1 <= recipe.attempts <= 5
+        assert not {"bugs", "seed", "store", "nemesis_script"} & set(recipe.config)
+
+
+@needs_root
+@pytest.mark.spark
+@pytest.mark.root
+@pytest.mark.parametrize("switch", FAST)
+def test_a_fast_recipe_finds_its_switch_and_only_then(switch, spark, tmp_path):
+    row = validate_recipe(RECIPES[switch], spark, tmp_path)
+    assert row.detected_in is not None, row
+    assert not row.false_alarms, row
+    assert row.clean_runs == row.detected_in
+
+
+@needs_root
+@pytest.mark.spark
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.parametrize("switch", sorted(RECIPES))
+def test_the_full_matrix(switch, spark, tmp_path, full_matrix):
+    row = validate_recipe(RECIPES[switch], spark, tmp_path)
+    assert row.ok, format_table([row])
+
+
+def test_the_table_says_what_was_found_and_what_was_not():
+    rows = [Row("fetch-above-hw", ["lost-write"], 3, detected_in=2, on_seconds=[61.2, 58.9],
+                found={"lost-write": 4}, clean_runs=2),
+            Row("dedup-window-one", ["duplicate"], 2, on_seconds=[40.0, 41.0], clean_runs=2,
+                false_alarms=["seed 2: False (duplicate 1)"])]
+    lines = format_table(rows).splitlines()
+    assert lines[0].startswith("| switch | expected | detected |")
+    assert lines[2] == ("| `fetch-above-hw` | lost-write | yes | 2 of 3 | 61, 59 | 2/2 | "
+                        "lost-write 4 |")
+    assert lines[3] == ("| `dedup-window-one` | duplicate | **no** | — of 2 | 40, 41 | "
+                        "1/2 — seed 2: False (duplicate 1) | — |")
+    assert rows[0].ok and not rows[1].ok
+
+
+def test_kchaos_validate_refuses_an_unknown_switch(tmp_path):
+    result = CliRunner().invoke(cli, ["validate", "--switch", "no-such-bug",
+                                      "--store", str(tmp_path)], standalone_mode=False)
+    assert "no-such-bug" in str(result.exception) and "choose from" in str(result.exception)

@@ -1,0 +1,105 @@
+"""Seeded schedules: same seed, same plan; overlap rules; bad input."""
+
+from __future__ import annotations
+
+import pytest
+
+from nemesis.schedule import NEMESES, make_fault, plan
+
+ALL = list(NEMESES)
+
+
+def starts(steps):
+    return [s for s in steps if s.action == "start"]
+
+
+def active_at(steps, t):
+    """Fault ids started at or before t and not stopped by then."""
+    active = set()
+    for step in steps:
+        if step.at > t:
+            break
+        if step.action == "start":
+            active.add(step.id)
+        else:
+            active.discard(step.id)
+    return active
+
+
+def test_the_same_seed_gives_the_same_schedule():
+    first = plan(ALL, interval=5, duration=300, seed=7)
+    assert first == plan(ALL, interval=5, duration=300, seed=7)
+    assert first != plan(ALL, interval=5, duration=300, seed=8)
+    assert len(starts(first)) >= 20
+
+
+def test_every_kind_is_scheduled_and_every_stop_follows_its_start():
+    steps = plan(ALL, interval=5, duration=600, seed=1)
+    kinds = {s.fault["fault"] for s in starts(steps)}
+    assert kinds == {"partition", "pause", "kill", "disk", "packet-loss"}
+    assert {s.fault.get("targets") for s in starts(steps) if s.fault["fault"] == "kill"} \
+        >= {"all", "one"}
+    started = {}
+    for step in steps:
+        if step.action == "start":
+            assert step.id not in started
+            started[step.id] = step.at
+        else:
+            assert step.at > started[step.id]
+    assert [s.at for s in steps] == sorted(s.at for s in steps)
+
+
+def test_faults_overlap_unless_exclusive():
+    overlapping = plan(ALL, interval=5, duration=600, seed=3)
+    assert any(len(active_at(overlapping, s.at)) > 1 for s in overlapping)
+    exclusive = plan(ALL, interval=5, duration=600, seed=3, exclusive=True)
+    assert len(starts(exclusive)) >= 20
+    assert all(len(active_at(exclusive, s.at)) <= 1 for s in exclusive)
+
+
+def test_at_most_one_fault_of_a_kind_at_a_time():
+    steps = plan(["pause", "kill"], interval=2, duration=600, seed=5)
+    for step in steps:
+        kinds = [s.fault["fault"] for s in starts(steps) if s.id in active_at(steps, step.at)]
+        assert len(kinds) == len(set(kinds))
+
+
+def test_lose_unsynced_is_alone_on_one_node_after_a_quiet_interval():
+    steps = plan(["disk", "pause", "partition"], interval=4, duration=2000, seed=11)
+    lossy = [s for s in starts(steps) if s.fault.get("mode") == "lose-unsynced"]
+    assert lossy, "no lose-unsynced fault in 2000 s"
+    for start in lossy:
+        assert start.fault["targets"] == "one"
+        assert active_at(steps, start.at) == {start.id}
+        stop = next(s for s in steps if s.id == start.id and s.action == "stop")
+        # Nothing else runs while it does, nor in the interval before it.
+        others = [s for s in steps if s.id != start.id and s.action == "start"]
+        assert not [s for s in others if start.at - 4 <= s.at <= stop.at]
+        assert not [s for s in steps if s.id != start.id
+                    and start.at - 4 <= s.at <= start.at and s.action == "stop"]
+
+
+def test_targets_come_from_the_allowed_ones():
+    steps = plan(["pause", "kill", "packet-loss"], interval=3, duration=300, seed=2,
+                 targets=["minority", "leader"])
+    used = {s.fault["targets"] for s in starts(steps) if s.fault["targets"] != "all"}
+    assert used == {"minority", "leader"}
+
+
+def test_every_description_builds_its_fault():
+    for step in starts(plan(ALL, interval=2, duration=400, seed=4)):
+        fault = make_fault(step.fault)
+        assert fault.start_f and fault.stop_f
+        assert fault.asked()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"nemeses": ["partition", "earthquake"]}, "earthquake unknown"),
+    ({"targets": ["most"]}, "fault_targets='most'"),
+    ({"targets": []}, "choose one or more"),
+    ({"interval": 0}, "nemesis_interval=0"),
+])
+def test_bad_input_is_named(kwargs, message):
+    args = {"nemeses": ["pause"], "interval": 5, "duration": 60, "seed": 1, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        plan(args.pop("nemeses"), **args)
