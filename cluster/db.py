@@ -163,6 +163,12 @@ class ReferenceDB:
         raise ValueError(f"node={node.name!r} is not one of this DB's nodes "
                          f"{[n.name for n in self.nodes]}")
 
+    def crashed(self) -> list[str]:
+        """Names of the nodes whose broker should run (started, not killed
+        through this adapter) and does not."""
+        return [n.name for n in self.nodes
+                if (n.name, BROKER) in self._expected and not n.is_running(BROKER)]
+
     def primary(self, topic: str, partition: int) -> Node | None:
         """The leader of topic-partition as Metadata from the running
         brokers says; None when it has none or no broker answers."""

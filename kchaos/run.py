@@ -94,13 +94,10 @@ class Cluster:
         return Target(self.nodes, self.db, self.db.bootstrap_servers(), topics,
                       self.config.partitions)
 
-    def failures(self) -> list[str]:
-        """Nodes whose broker is not running (killed, crashed)."""
-        from cluster.db import BROKER
-        if self.db is None or not self.nodes:
-            return []
-        return [f"{node.name}: the broker is not running at the end of the run"
-                for node in self.nodes if not node.is_running(BROKER)]
+    def crashed(self) -> list[str]:
+        """Nodes whose broker died unasked — crashed, or killed by someone
+        other than the nemesis, whose kills the DB adapter expects."""
+        return self.db.crashed() if self.db is not None and self.nodes else []
 
     def teardown(self) -> None:
         """Collect every node's logs into nodes/<name>/, then stop everything."""
@@ -177,6 +174,10 @@ def run_test(config: TestConfig, progress: Progress | None = None) -> RunOutcome
         progress.phase("main", stats)
         run_main_phase(config, options, history, stats, nemesis, steps, outcome)
         if nemesis is not None:
+            # Before heal-all restarts them: a broker that died unasked is news.
+            crashed = cluster.crashed()
+            outcome.node_failures = [f"{name}: the broker was not running at the end of "
+                                     f"the main phase (heal-all started it)" for name in crashed]
             progress.phase("heal")
             outcome.heal_problems += nemesis.heal()
         progress.phase("recovery")
@@ -198,7 +199,8 @@ def run_test(config: TestConfig, progress: Progress | None = None) -> RunOutcome
             outcome.nemesis = nemesis.realised
         if history is not None:
             history.close()
-        outcome.node_failures = cluster.failures()
+        outcome.node_failures += [f"{name}: the broker is not running at the end of the run"
+                                  for name in cluster.crashed()]
         cluster.teardown()
         outcome.operations, outcome.errors = stats.snapshot()
         progress.close()

@@ -34,13 +34,10 @@ FAST_BROKERS = ["broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=
 # Subscribe-mode consumers whose group's first rebalance outlasts the main
 # phase: only the final phase reads, as in Jepsen's Kafka tests.
 IDLE_READERS = "group.initial.rebalance.delay.ms=120000"
-# Records that wait on a stalled high watermark time out within 1.5 s,
-# and their producers go on with new ones: what two leaders append while
-# replication is cut are different sends, not retries of the same batches
-# in maybe the same order. Commits stuck behind a cut give up after 1 s,
-# so consumers keep polling.
-IMPATIENT_CLIENTS = ClientSettings(request_timeout_ms=800, delivery_timeout_ms=1000,
-                                   default_api_timeout_ms=1000)
+# Sends stuck behind a cut time out within a few seconds and producers go
+# on with new ones, so two leaders' suffixes hold different sends, not the
+# same batches retried (which can land at the same offsets again).
+IMPATIENT_PRODUCERS = ClientSettings(request_timeout_ms=1000, delivery_timeout_ms=2000)
 
 
 class BrokerLinkCut:
@@ -130,7 +127,7 @@ def _high_watermark(nemesis) -> int | None:
 
 def _acknowledged(nemesis, records: int, timeout: float) -> bool:
     """Until the high watermark has moved `records` past where it is now
-    (that many more acks=all sends acknowledged); False if it does not."""
+    (that many more sends committed); False if not in time."""
     start = None
 
     def grown() -> bool:
@@ -235,7 +232,8 @@ def premature_isr_join(nemesis) -> None:
         return
     kill_a, kill_b = KillFault([a]), KillFault([b])
     nemesis.start(kill_a)
-    nemesis.sleep(1.5)                  # A's session ends first: B is the last in the ISR
+    if not nemesis.sleep(1.5):          # A's session ends first: B is the last in the ISR
+        return
     nemesis.start(kill_b)
     if not nemesis.sleep(5):
         return
@@ -297,8 +295,9 @@ def last_replica_loses_its_tail(nemesis) -> None:
     nemesis.start(cut)
     command(nemesis.cluster.node(a), "sync")
     # The next appends come when producers give up on the stuck ones
-    # (1.5 s); the gate writes them back 5 s later: crash before that.
-    if not nemesis.until(lambda: _isr(nemesis) == [a], 15) or not nemesis.sleep(0.5):
+    # (about 1.3 s); the gate writes them back 5 s later. A drops B after
+    # 2 to 3 s: the crash comes a second after, while consumers read.
+    if not nemesis.until(lambda: _isr(nemesis) == [a], 15) or not nemesis.sleep(0.8):
         return
     crash = DiskFault("lose-unsynced", [a])
     nemesis.start(crash)
@@ -355,7 +354,7 @@ RECIPES: list[Recipe] = [
         config=dict(time_limit=45, partitions=1, consumer_mode="assign",
                     broker_config=FAST_BROKERS + ["min.insync.replicas=2",
                                                   "replica.lag.time.max.ms=20000"],
-                    client_settings=IMPATIENT_CLIENTS, recovery_time=3, final_time_limit=40),
+                    client_settings=IMPATIENT_PRODUCERS, recovery_time=3, final_time_limit=40),
         script=alternating_epochs,
         why="Three clean failovers with replication cut leave a returning leader holding "
             "an epoch the new leader never saw; the bug's offset-only epoch lookup lets it "
@@ -392,12 +391,15 @@ RECIPES: list[Recipe] = [
     Recipe(
         switch="hw-advances-under-min-isr",
         expected=frozenset({"inconsistent-offsets"}),
-        config=dict(time_limit=40, partitions=1, consumer_mode="assign",
+        config=dict(time_limit=40, partitions=1, consumer_mode="assign", concurrency=10,
                     broker_config=["broker.session.timeout.ms=8000",
                                    "broker.heartbeat.interval.ms=300",
-                                   "replica.lag.time.max.ms=2500", "min.insync.replicas=2",
+                                   "replica.lag.time.max.ms=2000", "min.insync.replicas=2",
                                    "group.initial.rebalance.delay.ms=0"],
-                    client_settings=IMPATIENT_CLIENTS, recovery_time=3, final_time_limit=40),
+                    client_settings=ClientSettings(
+                        request_timeout_ms=600, delivery_timeout_ms=800, fetch_max_wait_ms=200,
+                        default_api_timeout_ms=500),
+                    recovery_time=3, final_time_limit=40),
         script=last_replica_loses_its_tail, disk=True,
         why="With the leader alone in the ISR the bug moves its high watermark past what "
             "only it holds; consumers read that, then the leader crashes losing unsynced "
@@ -408,7 +410,11 @@ RECIPES: list[Recipe] = [
         expected=frozenset({"inconsistent-offsets"}),
         config=dict(time_limit=30, partitions=1, consumer_mode="assign",
                     broker_config=FAST_BROKERS + ["replica.lag.time.max.ms=10000"],
-                    client_settings=IMPATIENT_CLIENTS, recovery_time=3, final_time_limit=40),
+                    # Commits stuck behind the cut give up after 1 s: consumers keep polling.
+                    client_settings=ClientSettings(request_timeout_ms=800,
+                                                   delivery_timeout_ms=1000,
+                                                   default_api_timeout_ms=1000),
+                    recovery_time=3, final_time_limit=40),
         script=dirty_read_then_failover,
         why="With replication cut the leader appends past its high watermark; the bug lets "
             "consumers read that, and after the leader is killed a follower leads without it.",
