@@ -33,6 +33,9 @@ from workloads.queue import QueueOptions, Stats, consumer_plan, run_queue
 log = logging.getLogger("kchaos.run")
 
 SCHEMA_VERSION = 1
+# The final readers' process ids start here, far above any worker's: a
+# worker goes on as process + concurrency after every indeterminate end.
+FINAL_PROCESSES = 1_000_000
 
 
 @dataclass
@@ -186,7 +189,7 @@ def run_test(config: TestConfig, progress: Progress | None = None) -> RunOutcome
         reader = FinalReader(history, bootstrap=outcome.bootstrap, library=config.client,
                              settings=config.client_settings,
                              partitions=[(t, p) for t in topics for p in range(config.partitions)],
-                             first_process=10 * config.concurrency,
+                             first_process=FINAL_PROCESSES,
                              process_step=config.concurrency)
         outcome.final = reader.run(config.final_time_limit)
     finally:

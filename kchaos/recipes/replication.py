@@ -151,9 +151,7 @@ def lone_leader_acks_then_dies(nemesis) -> None:
     nemesis.start(pause)
     if not nemesis.until(lambda: _isr(nemesis) == [leader.name], 20):
         return
-    # With the bug the leader acknowledges alone; without it nothing
-    # commits under min.insync.replicas=2 and the wait just runs out.
-    _acknowledged(nemesis, 50, 8)
+    _acknowledged(nemesis, 50, 8)       # without the bug none commit: the wait runs out
     nemesis.start(KillFault([leader.name]))
     nemesis.stop(pause)
 
@@ -161,13 +159,11 @@ def lone_leader_acks_then_dies(nemesis) -> None:
 def crash_follower_then_leader(nemesis) -> None:
     """truncate-to-local-hw (KAFKA-1211; KIP-101's first scenario, two
     replicas): kill the follower, then the leader, within a fetch round
-    trip, and restart both once the partition is leaderless. The one left
-    last in the ISR is elected again, and with the bug it first cuts its
-    log at its own high watermark — as checkpointed, up to
-    replica.high.watermark.checkpoint.interval.ms behind."""
+    trip; restart both once the partition is leaderless. The last in the
+    ISR is elected again, and with the bug it first cuts its log at its
+    high watermark as checkpointed, up to 5 s (the interval) behind."""
     leader = _settled(nemesis, 2)
-    # Traffic for a while, so the checkpoint has something to trail.
-    if leader is None or not _acknowledged(nemesis, 400, 30):
+    if leader is None or not _acknowledged(nemesis, 400, 30):     # for the checkpoint to trail
         return
     crashes = [KillFault([_order(nemesis, leader)[1]]), KillFault([leader.name])]
     for crash in crashes:
@@ -178,14 +174,13 @@ def crash_follower_then_leader(nemesis) -> None:
 
 
 def alternating_epochs(nemesis) -> None:
-    """epoch-lookup-v0 (KAFKA-6361, KIP-279): three leaders in a row, the
-    third never having seen the second's epoch. Leader A appends a suffix
-    that C fetches and B does not (cut); A dies and B leads epoch 1, whose
-    records C does not fetch (cut); B dies and C leads epoch 2. B comes
-    back asking about epoch 1: KIP-279's answer, (0, end of epoch 0 at C),
-    cuts B to where the logs part; the v0 answer, an offset only, lets B
-    keep its epoch-1 records over C's. C is then bounced, B leads, and
-    readers see other records at offsets they read from C."""
+    """epoch-lookup-v0 (KAFKA-6361, KIP-279): leader A appends a suffix C
+    fetches and B does not (cut); A dies, B leads epoch 1 and appends what
+    C does not fetch (cut); B dies, C leads epoch 2. B returns holding
+    epoch 1, which C never saw: KIP-279's answer (0, end of epoch 0 at C)
+    cuts B where the logs part, v0's offset-only one lets B keep its
+    records over C's. C is bounced, B leads, and readers find other
+    records at offsets they read from C."""
     leader = _settled(nemesis, 3)
     if leader is None:
         return
@@ -216,12 +211,11 @@ def alternating_epochs(nemesis) -> None:
 
 def premature_isr_join(nemesis) -> None:
     """isr-expand-below-epoch-start (KAFKA-7128): C lags (killed) while A
-    and B commit; A and then B die, and B, last in the ISR, comes back
-    alone and leads with the high watermark it restarted with (none
-    checkpointed: 0), far below its epoch's start. C returns: with the bug
-    its first fetch puts it in the ISR though it lacks what B holds from
-    its LEO to the epoch start; B is paused right then (catching up is one
-    batch per fetch), and C leads without those acknowledged records."""
+    and B commit; A, then B die, and B, last in the ISR, returns alone and
+    leads with the high watermark it restarted with (none checkpointed: 0),
+    far below its epoch's start. With the bug C's first fetch puts it in
+    the ISR though it lacks B's records up to that start; B is paused then
+    (catching up takes a fetch per batch), and C leads without them."""
     leader = _settled(nemesis, 3)
     if leader is None:
         return
@@ -253,13 +247,12 @@ def premature_isr_join(nemesis) -> None:
 def stale_end_after_failover(nemesis) -> None:
     """stale-hw-after-failover (KAFKA-2334, KIP-207): the follower is cut
     off but stays in the ISR, so the high watermark stands still while
-    acks=1 sends are acknowledged; then the follower and the leader (last
-    in the ISR) are killed. The heal restarts both, and the leader leads
-    again with its high watermark below its epoch's start until the
-    follower has fetched the backlog, one batch per fetch. The final
-    phase's ListOffsets(latest) falls in that window: with the bug it gets
-    the stale end and the final reads stop short of acknowledged records;
-    without it, OFFSET_NOT_AVAILABLE until the high watermark caught up."""
+    acks=1 sends are acknowledged; then it and the leader (last in the
+    ISR) are killed. The heal restarts both: the leader leads again, its
+    high watermark below its epoch's start until the follower has fetched
+    the backlog a batch per fetch. The final phase's ListOffsets(latest)
+    comes in that window: the bug answers the stale end, where the final
+    reads stop; the fix answers OFFSET_NOT_AVAILABLE until it caught up."""
     leader = _settled(nemesis, 2)
     if leader is None:
         return
@@ -333,9 +326,8 @@ RECIPES: list[Recipe] = [
                                                   IDLE_READERS],
                     recovery_time=3, final_time_limit=40),
         script=lone_leader_acks_then_dies, fast=True,
-        why="Paused followers leave the leader alone in the ISR, where the bug lets it "
-            "acknowledge acks=all sends by itself; it is killed, and the follower unclean "
-            "election picks lacks them.",
+        why="Paused followers leave the leader alone in the ISR to acknowledge acks=all "
+            "sends by itself (the bug); it is killed and unclean election elects a follower.",
     ),
     Recipe(
         switch="truncate-to-local-hw",
@@ -344,9 +336,8 @@ RECIPES: list[Recipe] = [
                     consumer_mode="subscribe", broker_config=FAST_BROKERS + [IDLE_READERS],
                     recovery_time=3, final_time_limit=40),
         script=crash_follower_then_leader, fast=True,
-        why="Both replicas are killed back to back and restarted; the one last in the ISR "
-            "is elected again after the bug cut its log at its checkpointed high watermark, "
-            "so acknowledged records are lost and new ones take their offsets.",
+        why="Follower and leader are killed back to back and restarted; the last in the ISR "
+            "is elected again after the bug cut its log at its checkpointed high watermark.",
     ),
     Recipe(
         switch="epoch-lookup-v0",
@@ -356,9 +347,8 @@ RECIPES: list[Recipe] = [
                                                   "replica.lag.time.max.ms=20000"],
                     client_settings=IMPATIENT_PRODUCERS, recovery_time=3, final_time_limit=40),
         script=alternating_epochs,
-        why="Three clean failovers with replication cut leave a returning leader holding "
-            "an epoch the new leader never saw; the bug's offset-only epoch lookup lets it "
-            "keep that diverging suffix, which readers see once it leads again.",
+        why="Clean failovers with replication cut leave a follower holding an epoch its "
+            "leader never saw; the offset-only lookup lets it keep that diverging suffix.",
     ),
     Recipe(
         switch="isr-expand-below-epoch-start",
@@ -369,9 +359,8 @@ RECIPES: list[Recipe] = [
                         "replica.high.watermark.checkpoint.interval.ms=600000", IDLE_READERS],
                     recovery_time=3, final_time_limit=40),
         script=premature_isr_join,
-        why="A leader restarted alone leads with a high watermark of 0; the bug lets a "
-            "lagging replica join its ISR at its first fetch, and the leader is paused "
-            "before that replica has caught up, so it is elected without acknowledged data.",
+        why="A restarted leader's high watermark is 0; the bug lets a lagging replica join "
+            "its ISR at once, and the leader is paused before that replica has caught up.",
     ),
     Recipe(
         switch="stale-hw-after-failover",
@@ -384,9 +373,8 @@ RECIPES: list[Recipe] = [
                     client_settings=ClientSettings(acks="1", idempotence=False),
                     recovery_time=0, final_time_limit=60),
         script=stale_end_after_failover,
-        why="The heal brings back a leader whose high watermark lags its epoch start by "
-            "25 s of acks=1 sends; with the bug the final phase's ListOffsets(latest) gets "
-            "that stale end, and the acknowledged records past it are never read.",
+        why="The heal brings back a leader whose high watermark lags its epoch start by 25 s "
+            "of acks=1 sends; the final reads stop at that stale end (the bug's ListOffsets).",
     ),
     Recipe(
         switch="hw-advances-under-min-isr",
@@ -396,27 +384,26 @@ RECIPES: list[Recipe] = [
                                    "broker.heartbeat.interval.ms=300",
                                    "replica.lag.time.max.ms=2000", "min.insync.replicas=2",
                                    "group.initial.rebalance.delay.ms=0"],
-                    client_settings=ClientSettings(
-                        request_timeout_ms=600, delivery_timeout_ms=800, fetch_max_wait_ms=200,
-                        default_api_timeout_ms=500),
+                    client_settings=ClientSettings(request_timeout_ms=600, delivery_timeout_ms=800,
+                                                   fetch_max_wait_ms=200,
+                                                   default_api_timeout_ms=500),
                     recovery_time=3, final_time_limit=40),
         script=last_replica_loses_its_tail, disk=True,
-        why="With the leader alone in the ISR the bug moves its high watermark past what "
-            "only it holds; consumers read that, then the leader crashes losing unsynced "
-            "data and is re-elected as the last replica standing.",
+        why="Alone in the ISR the leader's high watermark passes what only it holds (the "
+            "bug); consumers read it, then it crashes losing it and is the last one standing.",
     ),
     Recipe(
         switch="fetch-above-hw",
         expected=frozenset({"inconsistent-offsets"}),
         config=dict(time_limit=30, partitions=1, consumer_mode="assign",
                     broker_config=FAST_BROKERS + ["replica.lag.time.max.ms=10000"],
-                    # Commits stuck behind the cut give up after 1 s: consumers keep polling.
-                    client_settings=ClientSettings(request_timeout_ms=800,
-                                                   delivery_timeout_ms=1000,
-                                                   default_api_timeout_ms=1000),
+                    # Commits stuck behind the cut give up: consumers keep polling.
+                    client_settings=ClientSettings(request_timeout_ms=1000,
+                                                   delivery_timeout_ms=1500,
+                                                   default_api_timeout_ms=1500),
                     recovery_time=3, final_time_limit=40),
         script=dirty_read_then_failover,
-        why="With replication cut the leader appends past its high watermark; the bug lets "
-            "consumers read that, and after the leader is killed a follower leads without it.",
+        why="With replication cut the leader appends past its high watermark, which the bug "
+            "lets consumers read; then it is killed and a follower leads without it.",
     ),
 ]

@@ -179,6 +179,7 @@ def test_acks_all_ignoring_min_isr_loses_writes_after_an_unclean_election(tmp_pa
 
     def faults():
         pids = when_brokers_run(store, nodes)
+        main_phase_started(store)       # the topic exists, the workload runs
         time.sleep(4)
         bootstrap = ",".join(f"{a}:9092" for a in _addresses(store))
         leader = f"n{leader_of(bootstrap, 'kchaos-t0')}"
@@ -210,6 +211,14 @@ def test_acks_all_ignoring_min_isr_loses_writes_after_an_unclean_election(tmp_pa
             (result.counts, timeline, result.run_dir)
     else:
         assert result.valid is True, (result.counts, timeline, result.run_dir)
+
+
+def main_phase_started(store, timeout: float = 60) -> None:
+    """Until the run's history exists: setup (heal-all, topics) is over."""
+    deadline = time.monotonic() + timeout
+    while not list(store.glob("*/*/history.jsonl")):
+        assert time.monotonic() < deadline, f"no history under {store} after {timeout} s"
+        time.sleep(0.2)
 
 
 def acknowledged_sends_from_now(store, count: int, timeout: float) -> int:

@@ -335,8 +335,7 @@ class ConfluentConsumer:
             else:
                 error = f"_TIMED_OUT: no ListOffsets answer within {timeout} s"
             if marks is None:
-                return Outcome(FAIL, {"offsets": offsets_value(
-                    (t, p, None) for t, p in partitions)}, error)
+                return Outcome(FAIL, {"partitions": partitions_value(partitions)}, error)
             ends.append((topic, partition, marks[1]))
         return Outcome(OK, {"offsets": offsets_value(ends)})
 

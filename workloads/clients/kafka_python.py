@@ -309,8 +309,7 @@ class KafkaPythonConsumer:
         try:
             ends = self._client(timeout).end_offsets(tps, timeout_ms=int(timeout * 1000))
         except Errors.KafkaError as e:
-            return Outcome(FAIL, {"offsets": offsets_value(
-                (t, p, None) for t, p in partitions)}, describe(e))
+            return Outcome(FAIL, {"partitions": partitions_value(partitions)}, describe(e))
         return Outcome(OK, {"offsets": offsets_value(
             (tp.topic, tp.partition, ends[tp]) for tp in tps)})
 
