@@ -52,7 +52,7 @@ class TestConfig:
     nemesis_interval: float = 10.0      # mean seconds between fault starts
     fault_targets: list[str] = field(default_factory=lambda: list(TARGETS))
     nemesis_exclusive: bool = False     # one fault at a time
-    nemesis_script: str | None = None   # a recipe's script (kchaos/recipes.py) instead
+    nemesis_script: str | None = None   # a recipe's script (kchaos/recipes/) instead
     # The end of a run.
     recovery_time: float = 5.0          # seconds between healing and the final reads
     final_time_limit: float = 60.0      # seconds the final reads may take
