@@ -15,11 +15,20 @@ state sized by commits and records, never by offsets.
 Choices where ANOMALIES.md is silent:
 - Commits overwrite (a later, legitimate commit may be lower), so a
   `committed` op is held to W, the LATEST `ok` commit completed before it
-  was invoked (c = W's offset). It may still return the offset of any
-  commit that could have landed after W: not `fail`, not completed before W
-  was invoked (an `info` commit may take effect at any later time), and
-  invoked before the `committed` op completed. A returned offset above c is
+  was invoked (c = W's offset), zombie commits (below) aside. It may still
+  return the offset of any commit that could have landed after W: not
+  `fail`, not completed before W was invoked (an `info` commit may take
+  effect at any later time), and invoked before the `committed` op
+  completed. A returned offset above c is
   not in the catalogue and is ignored.
+- A zombie commit is an `ok` commit of (G, P) by a process whose last
+  rebalance callback for P before the commit was `assigned`, invoked after
+  another process of G reported `assigned` for P: the group had given P to
+  someone else and the committer had not been told. Under the eager
+  protocol the new owner's generation is one the committer was not in, so
+  a broker must refuse the commit (Kafka's GroupCoordinator:
+  ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID); an `ok` one neither sets W nor explains a fetch,
+  and a fetch that returns it is stale.
 - A process belongs to G if it subscribed with G (ok/info), reported a
   rebalance callback of G, or sent any commit for G; its reads of P at any
   time count as deliveries to G.
@@ -87,6 +96,33 @@ def _commits(history: History) -> DataFrame:
     return history.derived("group_offsets.commits", build)
 
 
+def _zombie_commits(history: History) -> DataFrame:
+    """(op_index) of the zombie commits (module docstring): one timeline
+    per (group, partition) of rebalance callbacks at their poll's
+    completion and ok commits at their invocation."""
+    callbacks = history["assignments"] \
+        .where(F.col("kind").isin("assigned", "revoked", "lost") & F.col("group").isNotNull()) \
+        .select(*KEY, "process", F.col("op_index").alias("at"), "kind",
+                # Inside one poll: revocations, then assignments.
+                F.when(F.col("kind") == "assigned", 1).otherwise(0).alias("rank"))
+    commits = history["commits"].where(F.col("type") == "ok") \
+        .join(_invocations(history, "commit"), "op_index") \
+        .select(*KEY, "process", F.col("invoke_index").alias("at"), "op_index",
+                F.lit(2).alias("rank"))
+    timeline = callbacks.unionByName(commits, allowMissingColumns=True)
+
+    def so_far(*keys: str) -> Window:
+        return Window.partitionBy(*keys).orderBy("at", "rank") \
+            .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    own = F.last("kind", ignorenulls=True).over(so_far(*KEY, "process"))
+    owner = F.last(F.when(F.col("kind") == "assigned", F.col("process")), ignorenulls=True) \
+        .over(so_far(*KEY))
+    return timeline.select("op_index", "process", own.alias("own"), owner.alias("owner")) \
+        .where(F.col("op_index").isNotNull() & (F.col("own") == "assigned")
+               & (F.col("owner") != F.col("process"))) \
+        .select("op_index")
+
+
 def _running(order_by: str) -> Window:
     return Window.partitionBy(*KEY).orderBy(order_by) \
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
@@ -96,8 +132,8 @@ def _stale_committed_offsets(history: History) -> DataFrame:
     """ANOMALIES.md `stale-committed-offset`: an `ok` committed op returned
     less than (or no) offset c of the latest `ok` commit W completed before
     it was invoked, and no commit that could have landed after W explains
-    the value it returned."""
-    commits = _commits(history)
+    the value it returned. Zombie commits count for neither."""
+    commits = _commits(history).join(_zombie_commits(history), "op_index", "left_anti")
     fetches = history["committed"].where(F.col("type") == "ok") \
         .join(_invocations(history, "committed"), "op_index")
     # One timeline per key: commits at their completion, fetches at their

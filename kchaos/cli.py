@@ -185,6 +185,9 @@ def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_exampl
               help="Worker threads, alternately producers and consumers.")
 @click.option("--rate", type=float, default=200.0, show_default=True,
               help="Operations per second, all workers together.")
+@click.option("--records-per-send", type=int, default=1, show_default=True,
+              help="Values one send operation produces, back to back to one partition "
+              "(more than 1 pipelines batches).")
 @click.option("--consumer-mode", type=click.Choice(["assign", "subscribe", "mixed"]),
               default="mixed", show_default=True,
               help="How consumers read: assign, subscribe, or both (alternating).")
@@ -192,6 +195,9 @@ def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_exampl
               help="Consumer groups of the subscribe-mode consumers.")
 @click.option("--crash-clients-every", type=float, default=None, metavar="S",
               help="Crash a worker's client about every S seconds (default: never).")
+@click.option("--stall-consumers-every", type=float, default=None, metavar="S",
+              help="About every S seconds, a subscribe-mode consumer stalls 1.5 x "
+              "max.poll.interval.ms before a commit, as slow processing does (default: never).")
 @click.option("--acks", type=click.Choice(["0", "1", "all"]), default="all", show_default=True,
               help="Producer acks.")
 @click.option("--idempotence/--no-idempotence", default=True, show_default=True,
@@ -201,6 +207,8 @@ def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_exampl
               help="Producer requests in flight per connection.")
 @click.option("--linger-ms", type=int, default=0, show_default=True,
               help="Producer batching delay.")
+@click.option("--batch-size", type=int, default=16384, show_default=True,
+              help="Producer batch size in bytes (1: one record per batch).")
 @click.option("--delivery-timeout-ms", type=int, default=10000, show_default=True,
               help="How long a send may take, retries included.")
 @click.option("--request-timeout-ms", type=int, default=3000, show_default=True,
@@ -246,13 +254,17 @@ def run_command(allow, max_examples, spark_master, spark_conf, **options) -> Non
     if unknown_types:
         raise BadInput(f"--allow {unknown_types[0]!r}: not an anomaly type; choose from "
                        + ", ".join(ANOMALY_TYPES))
-    settings = ClientSettings(
-        acks=options.pop("acks"), idempotence=options.pop("idempotence"),
-        retries=options.pop("retries"), max_in_flight=options.pop("max_in_flight"),
-        linger_ms=options.pop("linger_ms"), delivery_timeout_ms=options.pop("delivery_timeout_ms"),
-        request_timeout_ms=options.pop("request_timeout_ms"),
-        session_timeout_ms=options.pop("session_timeout_ms"),
-        heartbeat_interval_ms=options.pop("heartbeat_interval_ms"))
+    try:
+        settings = ClientSettings(
+            acks=options.pop("acks"), idempotence=options.pop("idempotence"),
+            retries=options.pop("retries"), max_in_flight=options.pop("max_in_flight"),
+            linger_ms=options.pop("linger_ms"), batch_size=options.pop("batch_size"),
+            delivery_timeout_ms=options.pop("delivery_timeout_ms"),
+            request_timeout_ms=options.pop("request_timeout_ms"),
+            session_timeout_ms=options.pop("session_timeout_ms"),
+            heartbeat_interval_ms=options.pop("heartbeat_interval_ms"))
+    except ValueError as e:
+        raise BadInput(str(e)) from None
     no_namespaces = options.pop("no_namespaces")
     seed = options.pop("seed")
     for name in ("nemesis", "fault_targets"):
@@ -319,8 +331,12 @@ def heal_command(run_dir: Path) -> None:
               default=Path("store"), show_default=True, help="Where run directories go.")
 @click.option("--table-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the table (Markdown) to this file.")
+@click.option("--subnet", default="198.18.0.0/24", show_default=True,
+              help="The nodes' subnet, as for `kchaos run`: runs at the same time on one "
+              "machine need different subnets.")
 @spark_options
-def validate_command(switches, fast, soak, store, table_out, spark_master, spark_conf) -> None:
+def validate_command(switches, fast, soak, store, table_out, subnet, spark_master,
+                     spark_conf) -> None:
     """The validation matrix: every bug switch's recipe (BROKER.md) with the
     switch on must show its anomaly within the recipe's seeded attempts,
     and the same seeds with it off must be valid. Prints a table; exit 0
@@ -339,13 +355,14 @@ def validate_command(switches, fast, soak, store, table_out, spark_master, spark
     rows = []
     for recipe in recipes:
         click.echo(f"validating {recipe.switch} ...")
-        rows.append(validate_recipe(recipe, spark, store))
+        rows.append(validate_recipe(recipe, spark, store, subnet=subnet))
         click.echo(format_table(rows[-1:]).splitlines()[-1])
     table = format_table(rows)
     lines = ["", table]
     soak_ok = True
     if soak > 0:
-        result = run_and_check(soak_config(minutes=soak, seed=1, store=store), spark,
+        config = soak_config(minutes=soak, seed=1, store=store, subnet=subnet)
+        result = run_and_check(config, spark,
                                progress=Progress.for_terminal())
         soak_ok = result.valid is True
         found = ", ".join(f"{t} {n}" for t, n in sorted(result.counts.items()) if n)

@@ -43,9 +43,11 @@ class TestConfig:
     replication_factor: int = 3
     concurrency: int = 6                # worker threads: about half producers, half consumers
     rate: float = 200.0                 # operations per second, all workers together
+    records_per_send: int = 1           # values per send operation, to one partition
     consumer_mode: str = "mixed"        # assign | subscribe | mixed
     groups: int = 1                     # consumer groups of the subscribe-mode consumers
     crash_clients_every: float | None = None   # mean seconds between client crashes per worker
+    stall_consumers_every: float | None = None  # mean seconds between slow-processing stalls
     client_settings: ClientSettings = field(default_factory=ClientSettings)
     # Faults (nemesis/): kinds on a seeded schedule, or a named script.
     nemesis: list[str] = field(default_factory=list)      # partition, pause, kill, disk, ...
@@ -86,7 +88,8 @@ class TestConfig:
             bad("client", f"choose one of {', '.join(LIBRARIES)}")
         if self.consumer_mode not in CONSUMER_MODES:
             bad("consumer_mode", f"choose one of {', '.join(CONSUMER_MODES)}")
-        for name in ("nodes", "topics", "partitions", "replication_factor", "groups"):
+        for name in ("nodes", "topics", "partitions", "replication_factor", "groups",
+                     "records_per_send"):
             if getattr(self, name) < 1:
                 bad(name, "must be at least 1")
         if self.concurrency < 2:
@@ -99,8 +102,9 @@ class TestConfig:
                 bad(name, "must be positive")
         if self.recovery_time < 0:
             bad("recovery_time", "must not be negative")
-        if self.crash_clients_every is not None and not self.crash_clients_every > 0:
-            bad("crash_clients_every", "must be positive seconds (or left out: no crashes)")
+        for name in ("crash_clients_every", "stall_consumers_every"):
+            if getattr(self, name) is not None and not getattr(self, name) > 0:
+                bad(name, "must be positive seconds (or left out: never)")
         self._validate_nemesis(bad)
 
     def _validate_nemesis(self, bad) -> None:

@@ -153,8 +153,10 @@ def run_test(config: TestConfig, progress: Progress | None = None) -> RunOutcome
     options = QueueOptions(
         bootstrap="", topics=tuple(topics), partitions=config.partitions, groups=tuple(groups),
         seed=config.seed, concurrency=config.concurrency, rate=config.rate,
-        consumer_mode=config.consumer_mode, crash_clients_every=config.crash_clients_every,
-        library=config.client, settings=config.client_settings)
+        records_per_send=config.records_per_send, consumer_mode=config.consumer_mode,
+        crash_clients_every=config.crash_clients_every,
+        stall_consumers_every=config.stall_consumers_every, library=config.client,
+        settings=config.client_settings)
     all_groups = groups + [group for _, mode, group in consumer_plan(options)
                            if mode == "assign"]
     run_log = _log_to(run_dir / "kchaos.log")

@@ -13,6 +13,7 @@ alarm.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from kchaos.progress import Progress
 from kchaos.recipes import RECIPES, Recipe
 from kchaos.run import RunResult, run_and_check
 
+DEFAULT_SUBNET = TestConfig.subnet
 SOAK_NEMESES = ["partition", "pause", "kill", "restart-all", "disk", "packet-loss"]
 
 
@@ -42,47 +44,77 @@ class Row:
         return self.detected_in is not None and not self.false_alarms
 
 
-def recipe_config(recipe: Recipe, *, on: bool, seed: int, store: Path) -> TestConfig:
+def recipe_config(recipe: Recipe, *, on: bool, seed: int, store: Path,
+                  subnet: str = DEFAULT_SUBNET) -> TestConfig:
     return TestConfig(**recipe.config, bugs=[recipe.switch] if on else [], seed=seed,
-                      store=store, name=f"validate-{recipe.switch}-{'on' if on else 'off'}",
+                      store=store, subnet=subnet,
+                      name=f"validate-{recipe.switch}-{'on' if on else 'off'}",
                       nemesis_script=recipe.switch if recipe.script else None)
 
 
 def validate_recipe(recipe: Recipe, spark, store: Path, *, first_seed: int = 1,
-                    progress: Progress | None = None) -> Row:
-    row = Row(recipe.switch, sorted(recipe.expected), recipe.attempts)
+                    progress: Progress | None = None, subnet: str = DEFAULT_SUBNET) -> Row:
+    expected = sorted(recipe.expected) + ([f"client error {recipe.error}"] if recipe.error else [])
+    row = Row(recipe.switch, expected, recipe.attempts)
     seeds = []
     for attempt in range(recipe.attempts):
         seed = first_seed + attempt
         seeds.append(seed)
         started = time.monotonic()
-        result = _run(recipe, True, seed, store, spark, progress)
+        result = _run(recipe, True, seed, store, spark, progress, subnet)
         row.on_seconds.append(round(time.monotonic() - started, 1))
         row.run_dirs.append(str(result.run_dir))
-        if set(result.counts) & recipe.expected:
+        errors = client_errors(result.run_dir, recipe.error)
+        if set(result.counts) & recipe.expected or errors:
             row.detected_in = attempt + 1
             row.found = {t: n for t, n in sorted(result.counts.items()) if n}
+            if errors:
+                row.found[f"client error {recipe.error}"] = errors
             break
     for seed in seeds:
-        result = _run(recipe, False, seed, store, spark, progress)
+        result = _run(recipe, False, seed, store, spark, progress, subnet)
         row.run_dirs.append(str(result.run_dir))
         row.clean_runs += 1
-        if result.valid is not True:
+        errors = client_errors(result.run_dir, recipe.error)
+        if result.valid is not True or errors:
             found = ", ".join(f"{t} {n}" for t, n in sorted(result.counts.items()) if n)
+            if errors:
+                found = ", ".join(filter(None, [found, f"client error {recipe.error} {errors}"]))
             row.false_alarms.append(f"seed {seed}: {result.valid} ({found or 'no anomaly'})")
     return row
 
 
+def client_errors(run_dir: Path, error: str | None) -> int:
+    """How many client operations of the run ended with `error` in their
+    error (0 when the recipe names none)."""
+    if error is None:
+        return 0
+    count = 0
+    with open(run_dir / "history.jsonl", encoding="utf-8") as history:
+        for line in history:
+            if error not in line:
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue    # a truncated last line (HISTORY.md)
+            if event.get("process", -1) >= 0 and error in (event.get("error") or ""):
+                count += 1
+    return count
+
+
 def _run(recipe: Recipe, on: bool, seed: int, store: Path, spark,
-         progress: Progress | None) -> RunResult:
-    return run_and_check(recipe_config(recipe, on=on, seed=seed, store=store), spark,
+         progress: Progress | None, subnet: str) -> RunResult:
+    config = recipe_config(recipe, on=on, seed=seed, store=store, subnet=subnet)
+    return run_and_check(config, spark,
                          allowed=recipe.allowed, progress=progress or Progress.quiet())
 
 
-def soak_config(*, minutes: float, seed: int, store: Path) -> TestConfig:
+def soak_config(*, minutes: float, seed: int, store: Path,
+                subnet: str = DEFAULT_SUBNET) -> TestConfig:
     """Every fault together on the correct broker, acks=all with two
     in-sync replicas required (as Jepsen's Kafka tests run it)."""
-    return TestConfig(name="soak", seed=seed, store=store, time_limit=60 * minutes,
+    return TestConfig(name="soak", seed=seed, store=store, subnet=subnet, time_limit=60 * minutes,
                       nemesis=list(SOAK_NEMESES), nemesis_interval=10,
                       broker_config=["min.insync.replicas=2"], crash_clients_every=30,
                       final_time_limit=120)

@@ -51,8 +51,13 @@ class QueueOptions:
     seed: int
     concurrency: int = 6
     rate: float = 200.0                     # ops/s, all workers together
+    records_per_send: int = 1               # values one send op produces to one partition
     consumer_mode: str = "mixed"            # assign | subscribe | mixed
     crash_clients_every: float | None = None
+    # Slow processing (KIP-62): a subscribe-mode consumer stalls past
+    # max.poll.interval.ms before a commit, about every S seconds; its
+    # group replaces it meanwhile, and what it commits then is a zombie's.
+    stall_consumers_every: float | None = None
     library: str = "confluent-kafka"
     settings: ClientSettings = field(default_factory=ClientSettings)
     op_timeout: float = 15.0                # a send or poll never waits longer
@@ -118,11 +123,14 @@ class Worker:
         self.process += self.options.concurrency
 
     def crash_now(self) -> bool:
-        every = self.options.crash_clients_every
+        return self._now(self.options.crash_clients_every)
+
+    def _now(self, every: float | None) -> bool:
+        """One decision per operation, from the slot's stream: yes about
+        every `every` seconds at this worker's share of the rate (never
+        with None, and then nothing is drawn)."""
         if every is None:
             return False
-        # One decision per operation, from the slot's stream: a crash
-        # about every `every` seconds at this worker's share of the rate.
         per_worker_rate = self.options.rate / self.options.concurrency
         return self.rng.random() < 1.0 / max(1.0, every * per_worker_rate)
 
@@ -154,12 +162,16 @@ class ProducerWorker(Worker):
                     continue
                 topic = self.rng.choice(options.topics)
                 partition = self.rng.choices(order, weights)[0]
-                value = self.slot << VALUE_SLOT_SHIFT | sent
-                sent += 1
+                # Several records of one op reach the same partition back to
+                # back: the client pipelines them as batches in flight
+                # together, up to max.in.flight (KIP-98 deduplicates 5).
+                sends = [(topic, partition, self.slot << VALUE_SLOT_SHIFT | n)
+                         for n in range(sent, sent + options.records_per_send)]
+                sent += options.records_per_send
                 outcome = self.call(
-                    "send", {"sends": [{"topic": topic, "partition": partition,
-                                        "value": value, "offset": None}]},
-                    lambda: client.send([(topic, partition, value)], options.op_timeout))
+                    "send", {"sends": [{"topic": t, "partition": p, "value": v, "offset": None}
+                                       for t, p, v in sends]},
+                    lambda: client.send(sends, options.op_timeout))
                 if outcome.type == "info":
                     close_quietly(client)
                     self.next_process()
@@ -203,7 +215,12 @@ class ConsumerWorker(Worker):
                     self.next_process()
                     client = self._start(seek_to_beginning=False)
                     continue
-                choice = self.rng.random()
+                if self.mode == "subscribe" and self._now(self.options.stall_consumers_every):
+                    if self.stop.wait(1.5 * self.options.settings.max_poll_interval_ms / 1000):
+                        return
+                    choice = 0.8    # the commit after the stall
+                else:
+                    choice = self.rng.random()
                 if choice < 0.75:
                     outcome = self._poll(client)
                 elif choice < 0.9:

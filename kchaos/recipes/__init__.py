@@ -27,6 +27,10 @@ class Recipe:
     disk: bool = False                      # the data directories on disk gates
     fast: bool = False                      # in `make test`'s subset
     allowed: frozenset[str] = field(default_factory=frozenset)   # designed-in here
+    # A client error the switch shows where no anomaly type of ANOMALIES.md
+    # applies (a client that stops rather than misbehaves): found in an
+    # operation's error, it counts as detection, and a clean run must not show it.
+    error: str | None = None
     why: str = ""                           # how the script triggers the bug
 
 

@@ -12,10 +12,10 @@ brokers get `offsets.topic.num.partitions=1` where groups matter, so every
 group has that one coordinator.
 
 What the harness cannot do is partition a client from a broker (clients
-live in the root namespace and reach every node over the bridge), and the
-queue workload sends one record at a time per producer: the recipes below
-say where that made them deviate from BROKER.md's, and three switches stay
-out of reach of the checkers (see each `why`).
+live in the root namespace and reach every node over the bridge): the
+recipes below say where that made them deviate from BROKER.md's. Two
+recipes need the workload rather than a fault: pipelined sends
+(records_per_send, batch_size=1) and slow consumers (stall_consumers_every).
 """
 
 from __future__ import annotations
@@ -132,23 +132,6 @@ def isolate_leader(nemesis) -> None:
         nemesis.until(lambda: _whole_isr(nemesis, partition=led_away[0]) is not None, 30)
 
 
-def expire_members(nemesis) -> None:
-    """Pause the group coordinator for 3.5 s, longer than the members'
-    session timeout (2 s) and shorter than the broker's: on resuming it
-    expires every member first, then reads the commits they sent
-    meanwhile with their old member ids and generation (Kafka's
-    GroupCoordinator.validateOffsetCommit refuses them: UNKNOWN_MEMBER_ID)."""
-    while nemesis.sleep(5):
-        coordinator = nemesis.cluster.leader(OFFSETS_TOPIC, 0)
-        if coordinator is None:
-            continue
-        pause = PauseFault([coordinator.name])
-        nemesis.start(pause)
-        if not nemesis.sleep(3.5):
-            return
-        nemesis.stop(pause)
-
-
 RECIPES: list[Recipe] = [
     Recipe(
         switch="no-idempotent-dedup",
@@ -167,17 +150,20 @@ RECIPES: list[Recipe] = [
     Recipe(
         switch="dedup-window-one",
         expected=frozenset({"duplicate", "nonmonotonic-send"}),
-        config=dict(time_limit=20, partitions=1, consumer_mode="assign",
+        config=dict(time_limit=20, partitions=1, consumer_mode="assign", records_per_send=10,
+                    client_settings=ClientSettings(batch_size=1),
                     broker_config=PATIENT_BROKERS, recovery_time=3, final_time_limit=30),
         script=stall_acks,
-        attempts=1,
-        why="Stalled acknowledgements make producers retry appended batches, as for "
-            "no-idempotent-dedup (BROKER.md: 5 batches in flight, the clients' default "
-            "max_in_flight). Not found: the single-batch cache only fails a retry "
-            "of a batch older than the producer's last one, and the queue workload has "
-            "one record in flight per producer; a pipelining librdkafka producer "
-            "implicitly acks an earlier batch once a later one succeeds, and treats an "
-            "out-of-order head batch as fatal, so nothing is written twice either way.",
+        error="OUT_OF_ORDER_SEQUENCE_NUMBER",
+        why="Ten records per send, one per batch, so a producer has up to 5 batches of "
+            "one partition in flight (BROKER.md); stalled acknowledgements make it retry "
+            "them all. The single-batch cache knows only the last one, so the retry of "
+            "the first gets OUT_OF_ORDER_SEQUENCE_NUMBER, and librdkafka stops the "
+            "producer with a fatal 'sequence desynchronization' error: the sends end "
+            "`info`, nothing is written twice, and no anomaly type applies — the switch "
+            "shows as that client error, which the correct broker never causes. "
+            "(kafka-python keeps one batch per partition in flight with idempotence, "
+            "and cannot trigger it.)",
     ),
     Recipe(
         switch="offsets-commit-acks-one",
@@ -222,20 +208,21 @@ RECIPES: list[Recipe] = [
     ),
     Recipe(
         switch="no-generation-fencing",
-        expected=frozenset({"resume-skip", "stale-committed-offset"}),
+        expected=frozenset({"stale-committed-offset"}),
         config=dict(time_limit=30, partitions=4, consumer_mode="subscribe", concurrency=8,
+                    stall_consumers_every=5,
                     client_settings=ClientSettings(session_timeout_ms=2000,
                                                    max_poll_interval_ms=2000),
-                    broker_config=PATIENT_BROKERS + ONE_COORDINATOR
-                    + ["group.min.session.timeout.ms=1000"],
+                    broker_config=ONE_COORDINATOR + ["group.min.session.timeout.ms=1000",
+                                                     "group.initial.rebalance.delay.ms=0"],
                     recovery_time=3, final_time_limit=30),
-        script=expire_members,
-        attempts=1,
-        why="A coordinator paused past the members' session timeout expires them all, "
-            "then reads the commits they sent meanwhile: zombie commits, refused with "
-            "UNKNOWN_MEMBER_ID unless the switch is on. (BROKER.md partitions one "
-            "member; clients cannot be partitioned here.) Not found: a zombie commits "
-            "only what it read, so the checkers see a member's legitimate commit; at "
-            "worst a late one rewinds the group (resume-rewind, allowed).",
+        fast=True,
+        why="No fault: slow processing makes the zombie (KIP-62). A consumer stalls "
+            "3 s, past its max.poll.interval.ms (2 s), before a commit; librdkafka leaves "
+            "the group, another member takes its partitions and commits further, and then "
+            "the stalled one commits what it read before the stall. Kafka refuses that "
+            "commit (UNKNOWN_MEMBER_ID); with the switch it lands, and the group's "
+            "committed offset goes back. (BROKER.md partitions the member; a stall "
+            "replaces it just the same, without the network.)",
     ),
 ]

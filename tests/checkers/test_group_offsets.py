@@ -74,12 +74,50 @@ def test_stale_committed_offset(run_checker):
     ops.committed(next(proc), "other", T, 8, None)
     ops.committed(next(proc), G, T, 8, None, type="fail", error="coordinator not available")
 
+    # t/9: a zombie commit. x owned t/9, the group gave it to y, y
+    # committed 5; x, not told, commits 3 and the broker takes it.
+    x, y = next(proc), next(proc)
+    ops.poll(x, rebalances=[rebalance("assigned", (T, 9))])
+    ops.poll(y, rebalances=[rebalance("assigned", (T, 9))])
+    ops.commit(y, G, T, 9, 5); at["w9"] = ops.last
+    ops.commit(x, G, T, 9, 3)
+    ops.committed(y, G, T, 9, 3); at["q9"] = ops.last
+    # t/10 (near-miss): x was told (revoked) before y's assignment; its
+    # later lower commit after being assigned t/10 again is its right.
+    x, y = next(proc), next(proc)
+    ops.poll(x, rebalances=[rebalance("assigned", (T, 10))])
+    ops.poll(x, rebalances=[rebalance("revoked", (T, 10))])
+    ops.poll(y, rebalances=[rebalance("assigned", (T, 10))])
+    ops.commit(y, G, T, 10, 5)
+    ops.poll(y, rebalances=[rebalance("revoked", (T, 10))])
+    ops.poll(x, rebalances=[rebalance("assigned", (T, 10))])
+    ops.commit(x, G, T, 10, 3)
+    ops.committed(x, G, T, 10, 3)
+    # t/11 (near-miss): x's commit was invoked before y's assignment was
+    # reported: it may have landed while x still owned the partition.
+    x, y = next(proc), next(proc)
+    ops.poll(x, rebalances=[rebalance("assigned", (T, 11))])
+    ops.commit(x, G, T, 11, 3, pending=True)
+    ops.poll(y, rebalances=[rebalance("assigned", (T, 11))])
+    ops.commit(y, G, T, 11, 5)
+    ops.complete(x)
+    ops.committed(y, G, T, 11, 3)
+    # t/12 (near-miss): the superseded x lost the partition and says so;
+    # the lower commit comes from y itself (a rewind it may make).
+    x, y = next(proc), next(proc)
+    ops.poll(x, rebalances=[rebalance("assigned", (T, 12))])
+    ops.poll(y, rebalances=[rebalance("assigned", (T, 12))])
+    ops.commit(y, G, T, 12, 5)
+    ops.poll(x, rebalances=[rebalance("lost", (T, 12))])
+    ops.commit(y, G, T, 12, 3)
+    ops.committed(x, G, T, 12, 3)
+
     result = run_checker(check, ops)
 
-    assert result.counts == {"stale-committed-offset": 4}
+    assert result.counts == {"stale-committed-offset": 5}
     cases = by_partition(result.anomalies["stale-committed-offset"])
     expected = {0: (BIG + 5, BIG + 3, "w0", "q0"), 1: (4, None, "w1", "q1"),
-                5: (5, 3, "w5", "q5"), 7: (5, 3, "w7", "q7")}
+                5: (5, 3, "w5", "q5"), 7: (5, 3, "w7", "q7"), 9: (5, 3, "w9", "q9")}
     assert cases == {(T, p): {
         "type": "stale-committed-offset", "group": G, "topic": T, "partition": p,
         "committed_offset": c, "returned_offset": r, "evidence": [at[w], at[q]]}

@@ -21,6 +21,7 @@ from history_analysis.history.reader import validate_history
 from kchaos.config import TestConfig
 from kchaos.progress import Progress
 from kchaos.run import run_and_check, run_test
+from workloads.clients import ClientSettings
 
 pytestmark = pytest.mark.spark
 
@@ -54,6 +55,23 @@ def test_a_clean_30_second_run_is_valid(kchaos):
     assert test_json["config"]["client_settings"]["acks"] == "all"
     assert sorted(p.name for p in (result.run_dir / "nodes").iterdir()) == ["n1", "n2", "n3"]
     assert (result.run_dir / "results.json").is_file()
+
+
+def test_several_records_per_send_go_to_one_partition_in_batches_of_one(tmp_path, spark):
+    config = TestConfig(seed=3, time_limit=6, store=tmp_path, records_per_send=4, partitions=3,
+                        client_settings=ClientSettings(batch_size=1), broker_config=FAST_BROKERS,
+                        recovery_time=0, final_time_limit=30)
+    result = run_and_check(config, spark, progress=Progress.quiet())
+    assert result.valid is True, (result.counts, result.run_dir)
+    sends = [e["value"]["sends"] for e in events(result.run_dir)
+             if e["f"] == "send" and e["type"] == "ok"]
+    assert len(sends) > 50
+    for records in sends:
+        assert len(records) == 4 and len({(s["topic"], s["partition"]) for s in records}) == 1
+        values = [s["value"] for s in records]
+        assert values == list(range(values[0], values[0] + 4))
+        offsets = [s["offset"] for s in records]
+        assert offsets == sorted(offsets) and None not in offsets
 
 
 def decisions(run_dir, concurrency: int) -> dict[int, list]:

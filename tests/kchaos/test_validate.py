@@ -4,6 +4,7 @@ the whole matrix runs with `--full-matrix` (slow) or `make validate`."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -11,7 +12,7 @@ from click.testing import CliRunner
 
 from kchaos.cli import cli
 from kchaos.recipes import RECIPES
-from kchaos.validate import Row, format_table, validate_recipe
+from kchaos.validate import Row, client_errors, format_table, validate_recipe
 from reference_broker.bugs import CATALOGUE
 
 FAST = sorted(name for name, recipe in RECIPES.items() if recipe.fast)
@@ -21,7 +22,8 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="recipes use network n
 def test_every_bug_switch_has_a_recipe_and_the_fast_subset_is_the_issue_s():
     assert set(RECIPES) == set(CATALOGUE)
     assert set(FAST) == {"acks-all-ignores-min-isr", "truncate-to-local-hw",
-                         "no-idempotent-dedup", "offsets-commit-acks-one"}
+                         "no-idempotent-dedup", "offsets-commit-acks-one",
+                         "no-generation-fencing"}
     for recipe in RECIPES.values():
         assert recipe.expected and recipe.why and 1 <= recipe.attempts <= 5
         assert not {"bugs", "seed", "store", "nemesis_script"} & set(recipe.config)
@@ -66,3 +68,22 @@ def test_kchaos_validate_refuses_an_unknown_switch(tmp_path):
     result = CliRunner().invoke(cli, ["validate", "--switch", "no-such-bug",
                                       "--store", str(tmp_path)], standalone_mode=False)
     assert "no-such-bug" in str(result.exception) and "choose from" in str(result.exception)
+
+
+def test_client_errors_counts_client_operations_with_the_error(tmp_path):
+    lines = [
+        {"index": 0, "process": 0, "type": "invoke", "f": "send", "value": {"sends": []}},
+        {"index": 1, "process": 0, "type": "info", "f": "send", "value": {"sends": []},
+         "error": "KafkaException: KafkaError{FATAL,code=OUT_OF_ORDER_SEQUENCE_NUMBER}"},
+        # The nemesis's errors are not a client's.
+        {"index": 2, "process": -1, "type": "fail", "f": "pause", "value": {},
+         "error": "OUT_OF_ORDER_SEQUENCE_NUMBER"},
+        # Named in a value, not in the error: not counted.
+        {"index": 3, "process": 2, "type": "ok", "f": "poll",
+         "value": {"reads": [], "rebalances": [], "note": "OUT_OF_ORDER_SEQUENCE_NUMBER"}},
+    ]
+    history = "\n".join(json.dumps(line) for line in lines) + \
+        '\n{"index": 4, "process": 1, "type": "info", "error": "OUT_OF_ORDER_SEQ'
+    (tmp_path / "history.jsonl").write_text(history)
+    assert client_errors(tmp_path, "OUT_OF_ORDER_SEQUENCE_NUMBER") == 1
+    assert client_errors(tmp_path, None) == 0

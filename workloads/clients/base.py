@@ -42,6 +42,7 @@ class ClientSettings:
     retries: int | None = None          # None: the client's default (effectively unbounded)
     max_in_flight: int = 5              # max.in.flight.requests.per.connection
     linger_ms: int = 0
+    batch_size: int = 16384             # bytes per batch; 1: one record per batch
     delivery_timeout_ms: int = 10000    # KIP-91: bounds a record from send() to its outcome
     request_timeout_ms: int = 3000      # how long the client waits for any response
     session_timeout_ms: int = 6000
@@ -68,6 +69,9 @@ class ClientSettings:
                 raise ValueError(f"idempotence=True conflicts with {', '.join(conflicts)}: "
                                  f"use acks='all', retries None or > 0, max_in_flight <= 5, "
                                  f"or idempotence=False")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size={self.batch_size!r}: must be at least 1 byte "
+                             f"(1 puts every record in a batch of its own)")
         if not self.fetch_max_wait_ms < self.request_timeout_ms:
             raise ValueError(f"fetch_max_wait_ms={self.fetch_max_wait_ms!r} must be below "
                              f"request_timeout_ms={self.request_timeout_ms!r}: a fetch the "

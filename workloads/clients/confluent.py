@@ -115,6 +115,8 @@ class ConfluentProducer:
             "enable.idempotence": settings.idempotence,
             "max.in.flight.requests.per.connection": settings.max_in_flight,
             "linger.ms": settings.linger_ms,
+            # A record larger than batch.size still goes, in a batch of its own.
+            "batch.size": settings.batch_size,
             "message.timeout.ms": settings.delivery_timeout_ms,  # = delivery.timeout.ms
             "request.timeout.ms": settings.request_timeout_ms,
             # produce() never blocks, so Kafka's max.block.ms has no twin; this

@@ -121,6 +121,7 @@ class KafkaPythonProducer:
             "enable_idempotence": settings.idempotence,
             "max_in_flight_requests_per_connection": settings.max_in_flight,
             "linger_ms": settings.linger_ms,
+            "batch_size": settings.batch_size,
             "delivery_timeout_ms": settings.delivery_timeout_ms,
             # send() blocks this long for the topic's metadata, then raises
             # KafkaTimeoutError without having queued the record.
