@@ -12,6 +12,7 @@ while the replica has no role yet.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass
 
@@ -28,6 +29,8 @@ from reference_broker.producer_state import (
     BATCHES_TO_RETAIN, DuplicateSequence, InvalidProducerEpoch, OutOfOrderSequence, ProducerState,
 )
 from reference_broker.replication import AlterIsr, FetchedPartition, FollowerState, LeaderState
+
+_log = logging.getLogger("reference_broker")
 
 READ_COMMITTED = 1  # Fetch and ListOffsets isolation_level
 
@@ -63,6 +66,7 @@ class Partition:
         self.replication = replication
         self.bugs = bugs
         self.fence_epochs = NO_LEADER_EPOCH_FENCING not in bugs
+        self._unfenced: set[tuple[int, int]] = set()    # (asked, ours) let through, logged
         self.deduplicate = NO_IDEMPOTENT_DEDUP not in bugs
         self._retain = 1 if DEDUP_WINDOW_ONE in bugs else BATCHES_TO_RETAIN
         # KIP-98: producer state lives with the log and is rebuilt from it.
@@ -156,8 +160,16 @@ class Partition:
 
     def check_epoch(self, current_leader_epoch: int) -> ErrorCode:
         """KIP-320: a request that names an epoch must name ours."""
-        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch \
-                or not self.fence_epochs:
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return ErrorCode.none
+        if not self.fence_epochs:
+            # The switch at work: say so once per pair of epochs, so a run
+            # shows whether stale requests reached this replica at all.
+            if (current_leader_epoch, self.leader_epoch) not in self._unfenced:
+                self._unfenced.add((current_leader_epoch, self.leader_epoch))
+                _log.warning("%s: answered a request naming leader epoch %d in epoch %d "
+                             "(bug switch %s)", self, current_leader_epoch, self.leader_epoch,
+                             NO_LEADER_EPOCH_FENCING)
             return ErrorCode.none
         if current_leader_epoch < self.leader_epoch:
             return ErrorCode.fenced_leader_epoch

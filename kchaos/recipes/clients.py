@@ -200,11 +200,13 @@ RECIPES: list[Recipe] = [
         attempts=1,
         why="BROKER.md's recipe: a partition's leader (one away from the controller's "
             "node) is cut off from the other nodes, a new one is elected, and clients "
-            "keep the metadata they had. Not found: only leaders serve clients, and "
-            "below the high watermark every leader's log is the same after a clean "
-            "election (followers truncate on fetch by DivergingEpoch, KIP-320), so a "
-            "stale-epoch request reads nothing a fenced one would not; librdkafka also "
-            "validates its position after every leader change it sees.",
+            "keep the metadata they had. Not found: the cut-off leader does not know it "
+            "was deposed, so the clients' requests name its own epoch and fencing has "
+            "nothing to refuse; its high watermark cannot move without its followers, and "
+            "after a clean election every leader holds the same records below it. Clients "
+            "that learn the new epoch send to the new leader. The broker logs each request "
+            "the switch lets through: one in the recipe's run, to a follower, which "
+            "answered NOT_LEADER_OR_FOLLOWER anyway.",
     ),
     Recipe(
         switch="no-generation-fencing",

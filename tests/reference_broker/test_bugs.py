@@ -57,14 +57,20 @@ def test_dedup_window_one(tmp_path, bug_on):
 
 
 @pytest.mark.parametrize("bug_on", [False, True])
-def test_no_leader_epoch_fencing(tmp_path, bug_on):
+def test_no_leader_epoch_fencing(tmp_path, bug_on, caplog):
     p = partition(tmp_path, *(["no-leader-epoch-fencing"] if bug_on else []))
     stale, future = p.check_epoch(1), p.check_epoch(3)
+    p.check_epoch(1)
     if bug_on:
         assert (stale, future) == (ErrorCode.none, ErrorCode.none)
     else:
         assert (stale, future) == (ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch)
     assert p.check_epoch(2) == ErrorCode.none and p.check_epoch(-1) == ErrorCode.none
+    # The switch says where it let a request through, once per pair of epochs.
+    let_through = [r.getMessage() for r in caplog.records if "bug switch" in r.getMessage()]
+    assert len(let_through) == (2 if bug_on else 0)
+    if bug_on:
+        assert "naming leader epoch 1 in epoch 2" in let_through[0]
 
 
 @pytest.mark.parametrize("bug_on", [False, True])
