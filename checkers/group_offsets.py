@@ -19,16 +19,16 @@ Choices where ANOMALIES.md is silent:
   return the offset of any commit that could have landed after W: not
   `fail`, not completed before W was invoked (an `info` commit may take
   effect at any later time), and invoked before the `committed` op
-  completed. A returned offset above c is
-  not in the catalogue and is ignored.
+  completed. A returned offset above c is not in the catalogue and is
+  ignored.
 - A zombie commit is an `ok` commit of (G, P) by a process whose last
   rebalance callback for P before the commit was `assigned`, invoked after
   another process of G reported `assigned` for P: the group had given P to
   someone else and the committer had not been told. Under the eager
   protocol the new owner's generation is one the committer was not in, so
   a broker must refuse the commit (Kafka's GroupCoordinator:
-  ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID); an `ok` one neither sets W nor explains a fetch,
-  and a fetch that returns it is stale.
+  ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID); an `ok` one neither sets W
+  nor explains a fetch, and a fetch that returns it is stale.
 - A process belongs to G if it subscribed with G (ok/info), reported a
   rebalance callback of G, or sent any commit for G; its reads of P at any
   time count as deliveries to G.
@@ -90,7 +90,7 @@ def _commits(history: History) -> DataFrame:
     def build(h: History) -> DataFrame:
         return h["commits"].where(F.col("type") != "fail") \
             .join(_invocations(h, "commit"), "op_index") \
-            .select(*KEY, "op_index", "invoke_index", "type", "offset",
+            .select(*KEY, "op_index", "invoke_index", "process", "type", "offset",
                     F.when(F.col("type") == "ok", F.col("op_index")).otherwise(F.lit(NEVER))
                     .alias("settled"))
     return history.derived("group_offsets.commits", build)
@@ -105,8 +105,7 @@ def _zombie_commits(history: History) -> DataFrame:
         .select(*KEY, "process", F.col("op_index").alias("at"), "kind",
                 # Inside one poll: revocations, then assignments.
                 F.when(F.col("kind") == "assigned", 1).otherwise(0).alias("rank"))
-    commits = history["commits"].where(F.col("type") == "ok") \
-        .join(_invocations(history, "commit"), "op_index") \
+    commits = _commits(history).where(F.col("type") == "ok") \
         .select(*KEY, "process", F.col("invoke_index").alias("at"), "op_index",
                 F.lit(2).alias("rank"))
     timeline = callbacks.unionByName(commits, allowMissingColumns=True)

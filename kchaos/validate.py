@@ -13,11 +13,12 @@ alarm.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from history_analysis.history.reader import HistoryReader
+from history_analysis.ingest import HISTORY_FILE
 from kchaos.config import TestConfig
 from kchaos.progress import Progress
 from kchaos.recipes import RECIPES, Recipe
@@ -54,8 +55,8 @@ def recipe_config(recipe: Recipe, *, on: bool, seed: int, store: Path,
 
 def validate_recipe(recipe: Recipe, spark, store: Path, *, first_seed: int = 1,
                     progress: Progress | None = None, subnet: str = DEFAULT_SUBNET) -> Row:
-    expected = sorted(recipe.expected) + ([f"client error {recipe.error}"] if recipe.error else [])
-    row = Row(recipe.switch, expected, recipe.attempts)
+    signs = {*recipe.expected, *([_error_sign(recipe)] if recipe.error else [])}
+    row = Row(recipe.switch, sorted(signs), recipe.attempts)
     seeds = []
     for attempt in range(recipe.attempts):
         seed = first_seed + attempt
@@ -64,24 +65,34 @@ def validate_recipe(recipe: Recipe, spark, store: Path, *, first_seed: int = 1,
         result = _run(recipe, True, seed, store, spark, progress, subnet)
         row.on_seconds.append(round(time.monotonic() - started, 1))
         row.run_dirs.append(str(result.run_dir))
-        errors = client_errors(result.run_dir, recipe.error)
-        if set(result.counts) & recipe.expected or errors:
+        found = _findings(recipe, result)
+        if set(found) & signs:
             row.detected_in = attempt + 1
-            row.found = {t: n for t, n in sorted(result.counts.items()) if n}
-            if errors:
-                row.found[f"client error {recipe.error}"] = errors
+            row.found = found
             break
     for seed in seeds:
         result = _run(recipe, False, seed, store, spark, progress, subnet)
         row.run_dirs.append(str(result.run_dir))
         row.clean_runs += 1
-        errors = client_errors(result.run_dir, recipe.error)
-        if result.valid is not True or errors:
-            found = ", ".join(f"{t} {n}" for t, n in sorted(result.counts.items()) if n)
-            if errors:
-                found = ", ".join(filter(None, [found, f"client error {recipe.error} {errors}"]))
-            row.false_alarms.append(f"seed {seed}: {result.valid} ({found or 'no anomaly'})")
+        found = _findings(recipe, result)
+        if result.valid is not True or (recipe.error and _error_sign(recipe) in found):
+            listed = ", ".join(f"{t} {n}" for t, n in found.items())
+            row.false_alarms.append(f"seed {seed}: {result.valid} ({listed or 'no anomaly'})")
     return row
+
+
+def _error_sign(recipe: Recipe) -> str:
+    return f"client error {recipe.error}"
+
+
+def _findings(recipe: Recipe, result: RunResult) -> dict[str, int]:
+    """The run's anomaly counts, and how often the recipe's client error
+    ended a client operation (when it names one and it was seen)."""
+    found = {t: n for t, n in sorted(result.counts.items()) if n}
+    errors = client_errors(result.run_dir, recipe.error)
+    if errors:
+        found[_error_sign(recipe)] = errors
+    return found
 
 
 def client_errors(run_dir: Path, error: str | None) -> int:
@@ -89,18 +100,9 @@ def client_errors(run_dir: Path, error: str | None) -> int:
     error (0 when the recipe names none)."""
     if error is None:
         return 0
-    count = 0
-    with open(run_dir / "history.jsonl", encoding="utf-8") as history:
-        for line in history:
-            if error not in line:
-                continue
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue    # a truncated last line (HISTORY.md)
-            if event.get("process", -1) >= 0 and error in (event.get("error") or ""):
-                count += 1
-    return count
+    return sum(1 for event in HistoryReader(run_dir / HISTORY_FILE)
+               if event["process"] >= 0 and event["type"] != "invoke"
+               and error in (event.get("error") or ""))
 
 
 def _run(recipe: Recipe, on: bool, seed: int, store: Path, spark,
@@ -114,8 +116,8 @@ def soak_config(*, minutes: float, seed: int, store: Path,
                 subnet: str = DEFAULT_SUBNET) -> TestConfig:
     """Every fault together on the correct broker, acks=all with two
     in-sync replicas required (as Jepsen's Kafka tests run it)."""
-    return TestConfig(name="soak", seed=seed, store=store, subnet=subnet, time_limit=60 * minutes,
-                      nemesis=list(SOAK_NEMESES), nemesis_interval=10,
+    return TestConfig(name="soak", seed=seed, store=store, subnet=subnet,
+                      time_limit=60 * minutes, nemesis=list(SOAK_NEMESES), nemesis_interval=10,
                       broker_config=["min.insync.replicas=2"], crash_clients_every=30,
                       final_time_limit=120)
 

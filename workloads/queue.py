@@ -216,12 +216,11 @@ class ConsumerWorker(Worker):
                     client = self._start(seek_to_beginning=False)
                     continue
                 if self.mode == "subscribe" and self._now(self.options.stall_consumers_every):
+                    # Slow processing of what it read, then its commit.
                     if self.stop.wait(1.5 * self.options.settings.max_poll_interval_ms / 1000):
                         return
-                    choice = 0.8    # the commit after the stall
-                else:
-                    choice = self.rng.random()
-                if choice < 0.75:
+                    outcome = self._commit(client)
+                elif (choice := self.rng.random()) < 0.75:
                     outcome = self._poll(client)
                 elif choice < 0.9:
                     outcome = self._commit(client)

@@ -78,19 +78,23 @@ def test_kchaos_validate_refuses_an_unknown_switch(tmp_path):
 
 
 def test_client_errors_counts_client_operations_with_the_error(tmp_path):
-    lines = [
-        {"index": 0, "process": 0, "type": "invoke", "f": "send", "value": {"sends": []}},
-        {"index": 1, "process": 0, "type": "info", "f": "send", "value": {"sends": []},
-         "error": "KafkaException: KafkaError{FATAL,code=OUT_OF_ORDER_SEQUENCE_NUMBER}"},
+    oosn = "KafkaException: KafkaError{FATAL,code=OUT_OF_ORDER_SEQUENCE_NUMBER}"
+    events = [
+        (0, "invoke", "send", {"sends": []}, None),
+        (0, "info", "send", {"sends": []}, oosn),
         # The nemesis's errors are not a client's.
-        {"index": 2, "process": -1, "type": "fail", "f": "pause", "value": {},
-         "error": "OUT_OF_ORDER_SEQUENCE_NUMBER"},
-        # Named in a value, not in the error: not counted.
-        {"index": 3, "process": 2, "type": "ok", "f": "poll",
-         "value": {"reads": [], "rebalances": [], "note": "OUT_OF_ORDER_SEQUENCE_NUMBER"}},
+        (-1, "invoke", "pause", {"nodes": ["n1"]}, None),
+        (-1, "fail", "pause", {"nodes": ["n1"]}, "OUT_OF_ORDER_SEQUENCE_NUMBER"),
+        # Another error: not counted.
+        (6, "invoke", "send", {"sends": []}, None),
+        (6, "info", "send", {"sends": []}, "_TIMED_OUT: no delivery report"),
     ]
-    history = "\n".join(json.dumps(line) for line in lines) + \
-        '\n{"index": 4, "process": 1, "type": "info", "error": "OUT_OF_ORDER_SEQ'
+    lines = [json.dumps({"index": n, "time": n, "process": p, "type": t, "f": f, "value": v,
+                         **({"error": e} if e else {})})
+             for n, (p, t, f, v, e) in enumerate(events)]
+    # A truncated last line (HISTORY.md) is skipped.
+    history = "\n".join(lines) + \
+        '\n{"index": 6, "process": 1, "type": "info", "error": "OUT_OF_ORDER_SEQ'
     (tmp_path / "history.jsonl").write_text(history)
     assert client_errors(tmp_path, "OUT_OF_ORDER_SEQUENCE_NUMBER") == 1
     assert client_errors(tmp_path, None) == 0
