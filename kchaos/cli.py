@@ -217,6 +217,10 @@ def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_exampl
               help="Group session timeout of subscribe-mode consumers.")
 @click.option("--heartbeat-interval-ms", type=int, default=300, show_default=True,
               help="Group heartbeat interval.")
+@click.option("--auto-offset-reset", type=click.Choice(["earliest", "latest"]),
+              default="earliest", show_default=True,
+              help="Where a consumer goes when its position is out of range (and a group "
+              "with no commit starts).")
 @click.option("--nemesis", default="", metavar="FAULT[,FAULT...]",
               help="Faults on a seeded schedule: partition, pause, kill, restart-all, disk, "
               "packet-loss (default: none).")
@@ -262,7 +266,8 @@ def run_command(allow, max_examples, spark_master, spark_conf, **options) -> Non
             delivery_timeout_ms=options.pop("delivery_timeout_ms"),
             request_timeout_ms=options.pop("request_timeout_ms"),
             session_timeout_ms=options.pop("session_timeout_ms"),
-            heartbeat_interval_ms=options.pop("heartbeat_interval_ms"))
+            heartbeat_interval_ms=options.pop("heartbeat_interval_ms"),
+            auto_offset_reset=options.pop("auto_offset_reset"))
     except ValueError as e:
         raise BadInput(str(e)) from None
     no_namespaces = options.pop("no_namespaces")

@@ -24,7 +24,9 @@ from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
-from reference_broker.bugs import COORDINATOR_PARTIAL_LOAD, NO_GENERATION_FENCING
+from reference_broker.bugs import (
+    COORDINATOR_PARTIAL_LOAD, NO_GENERATION_FENCING, NO_LEADER_EPOCH_FENCING,
+)
 from reference_broker.config import BrokerConfig
 from reference_broker.controller.image import MetadataImage, TopicInfo
 from reference_broker.controller.records import DeleteTopic, MetadataRecord, PartitionState
@@ -77,6 +79,9 @@ class Broker:
             group_max_session_timeout_ms=config["group.max.session.timeout.ms"],
             group_initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
             fence_commits=NO_GENERATION_FENCING not in config.bugs))
+        # KIP-320's client side: leader epochs in Metadata and in committed
+        # offsets, so clients can name them and validate their positions.
+        self.tells_leader_epochs = NO_LEADER_EPOCH_FENCING not in config.bugs
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._checkpoint: dict[tuple[str, int], int] = {}
         self._unfenced = asyncio.Event()

@@ -73,7 +73,9 @@ CATALOGUE: dict[str, Bug] = {bug.name: bug for bug in (
         "a retried idempotent batch is written again instead of answered with its offsets",
         "Redpanda #3039"),
     Bug(NO_LEADER_EPOCH_FENCING,
-        "Fetch, ListOffsets and OffsetForLeaderEpoch ignore the client's current leader epoch",
+        "leader epochs are neither told to clients (Metadata) nor checked when a request "
+        "names one (Fetch, ListOffsets, OffsetForLeaderEpoch): stale requests are served "
+        "and consumers cannot detect a truncated log",
         "KAFKA-6880 / KIP-320"),
 )}
 

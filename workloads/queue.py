@@ -203,6 +203,10 @@ class ConsumerWorker(Worker):
         self.owned: set[tuple[str, int]] = set()
         self.positions: dict[tuple[str, int], int] = {}   # next offset to consume, as read
         self.committed_positions: dict[tuple[str, int], int] = {}
+        # Whether the group has an `ok` commit: until it has, a new process
+        # starts from the beginning, not where auto.offset.reset would put
+        # it ("latest" would skip what the group never read).
+        self.group_committed = False
 
     def run(self) -> None:
         client = self._start(seek_to_beginning=True)
@@ -213,7 +217,7 @@ class ConsumerWorker(Worker):
                     close_quietly(client)
                     self.complete("crash", Outcome("info", {}))
                     self.next_process()
-                    client = self._start(seek_to_beginning=False)
+                    client = self._start(seek_to_beginning=not self.group_committed)
                     continue
                 if self.mode == "subscribe" and self._now(self.options.stall_consumers_every):
                     # Slow processing of what it read, then its commit.
@@ -229,7 +233,7 @@ class ConsumerWorker(Worker):
                 if outcome.type == "info":
                     close_quietly(client)
                     self.next_process()
-                    client = self._start(seek_to_beginning=False)
+                    client = self._start(seek_to_beginning=not self.group_committed)
         finally:
             close_quietly(client)
 
@@ -283,6 +287,7 @@ class ConsumerWorker(Worker):
             lambda: client.commit(self.group, offsets))
         if outcome.type == "ok":
             self.committed_positions.update({(t, p): o for t, p, o in offsets})
+            self.group_committed = True
         return outcome
 
     def _committed(self, client) -> Outcome:

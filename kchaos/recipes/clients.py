@@ -21,7 +21,7 @@ recipes need the workload rather than a fault: pipelined sends
 from __future__ import annotations
 
 from kchaos.recipes import Recipe
-from nemesis.net import PartitionFault
+from kchaos.recipes.watch import BrokerLinkCut, acknowledged, isr, leads, order, settled
 from nemesis.process import KillFault, PauseFault
 from workloads.clients import ClientSettings
 
@@ -37,6 +37,13 @@ PATIENT_BROKERS = ["broker.heartbeat.interval.ms=300", "broker.session.timeout.m
                    "replica.lag.time.max.ms=10000", "group.initial.rebalance.delay.ms=0"]
 # Every group on one coordinator: the leader of __consumer_offsets-0.
 ONE_COORDINATOR = ["offsets.topic.num.partitions=1"]
+# Followers stay in the ISR 8 s after they stop fetching: a cut follower
+# holds the high watermark that long.
+SLOW_ISR_SHRINK = ["broker.heartbeat.interval.ms=300", "broker.session.timeout.ms=3000",
+                   "replica.lag.time.max.ms=8000", "group.initial.rebalance.delay.ms=0"]
+# Consumers reach a held high watermark well within this (they poll every
+# few milliseconds); less than the 8 s of SLOW_ISR_SHRINK.
+READ_UP_S = 3
 
 
 def _others(nemesis, node) -> list[str]:
@@ -111,25 +118,49 @@ def fail_over_coordinator(nemesis) -> None:
         nemesis.until(lambda: _whole_isr(nemesis, OFFSETS_TOPIC) is not None, 30)
 
 
-def isolate_leader(nemesis) -> None:
-    """Cut off from the other nodes, for 8 s, the leader of a partition
-    led away from the controller's node (isolating that node would cut the
-    controller off with it, and the leader would keep its place); clients
-    still reach it, with the metadata they had, and a new leader is elected
-    in a new epoch (KIP-320 fences requests naming the old one). Then heal."""
-    controller = nemesis.cluster.controller()
-    while nemesis.sleep(4):
-        led_away = [p for p in range(nemesis.cluster.partitions)
-                    if (leader := _whole_isr(nemesis, partition=p)) is not None
-                    and leader.name != getattr(controller, "name", None)]
-        if not led_away:
-            continue
-        cut = PartitionFault("isolate-leader", partition=led_away[0])
-        nemesis.start(cut)
-        if not nemesis.sleep(8):
-            return
-        nemesis.stop(cut)
-        nemesis.until(lambda: _whole_isr(nemesis, partition=led_away[0]) is not None, 30)
+def truncate_under_readers(nemesis) -> None:
+    """An unclean election takes back records the consumers have read
+    (KAFKA-6880's setting). Follower B is cut off from A and C until the
+    ISR is {A, C}; A and C commit on; then C is cut off from A too, which
+    holds the high watermark while C stays in the ISR
+    (replica.lag.time.max.ms), and the consumers read up to it. A and C
+    are killed: B, the one replica alive, is elected without the suffix
+    they read, and producers write on there. A consumer told the new epoch
+    asks where its own epoch ended (OffsetForLeaderEpoch) and goes back
+    there; one that is not fetches at its old position, past B's log end,
+    and auto.offset.reset takes it to B's end, past what producers wrote
+    there meanwhile.
+
+    B must be the group coordinator (the leader of the one
+    `__consumer_offsets` partition), alone in its ISR by the crash: commits
+    are then answered throughout and no consumer restarts from one —
+    librdkafka 2.16 does not validate a committed offset against the
+    leader's log (seen here), so a restart past a truncation would skip
+    what the new leader wrote there, fix or no fix."""
+    leader = settled(nemesis, 3)
+    coordinator = nemesis.cluster.leader(OFFSETS_TOPIC)
+    if leader is None or coordinator is None or coordinator.name == leader.name:
+        return
+    a, b = leader.name, coordinator.name
+    [c] = [name for name in order(nemesis, leader) if name not in (a, b)]
+    lagging = BrokerLinkCut(b, [a, c])
+    nemesis.start(lagging)
+    if not nemesis.until(lambda: isr(nemesis) == sorted([a, c])
+                         and isr(nemesis, OFFSETS_TOPIC) == [b], 20) \
+            or not acknowledged(nemesis, 100, 20):
+        return
+    held = BrokerLinkCut(a, [c])
+    nemesis.start(held)
+    if not nemesis.sleep(READ_UP_S):
+        return
+    crash = KillFault([a, c])
+    nemesis.start(crash)
+    nemesis.stop(held)
+    nemesis.stop(lagging)
+    if not nemesis.until(lambda: leads(nemesis, b), 20) or not nemesis.sleep(8):
+        return
+    nemesis.stop(crash)
+    nemesis.until(lambda: len(isr(nemesis)) == 3, 30)
 
 
 RECIPES: list[Recipe] = [
@@ -193,20 +224,33 @@ RECIPES: list[Recipe] = [
     ),
     Recipe(
         switch="no-leader-epoch-fencing",
-        expected=frozenset({"nonmonotonic-poll", "poll-skip", "inconsistent-offsets"}),
-        config=dict(time_limit=30, partitions=3, consumer_mode="assign",
-                    broker_config=FAST_BROKERS, recovery_time=3, final_time_limit=30),
-        script=isolate_leader,
-        attempts=1,
-        why="BROKER.md's recipe: a partition's leader (one away from the controller's "
-            "node) is cut off from the other nodes, a new one is elected, and clients "
-            "keep the metadata they had. Not found: the cut-off leader does not know it "
-            "was deposed, so the clients' requests name its own epoch and fencing has "
-            "nothing to refuse; its high watermark cannot move without its followers, and "
-            "after a clean election every leader holds the same records below it. Clients "
-            "that learn the new epoch send to the new leader. The broker logs each request "
-            "the switch lets through: one in the recipe's run, to a follower, which "
-            "answered NOT_LEADER_OR_FOLLOWER anyway.",
+        expected=frozenset({"group-lost", "poll-skip"}),
+        # Designed-in here (BROKER.md): with unclean election, the records
+        # read from A and those B wrote at the same offsets, sends landing
+        # below earlier ones of the same producer, and consumers going back
+        # to where their epoch ended (a move the history cannot show);
+        # without idempotence, a retried batch written twice.
+        allowed=frozenset({"inconsistent-offsets", "nonmonotonic-poll",
+                           "int-nonmonotonic-poll", "nonmonotonic-send", "duplicate"}),
+        config=dict(time_limit=50, partitions=1, consumer_mode="assign",
+                    broker_config=SLOW_ISR_SHRINK + ONE_COORDINATOR
+                    + ["unclean.leader.election.enable=true"],
+                    # Without idempotence, producers send to B the moment
+                    # they learn it leads (an idempotent one first fails
+                    # on the sequence numbers B lost and starts over).
+                    client_settings=ClientSettings(auto_offset_reset="latest",
+                                                   idempotence=False),
+                    recovery_time=3, final_time_limit=40),
+        script=truncate_under_readers,
+        why="An unclean election truncates records the consumers read. Told the new "
+            "epoch, they validate their position (KIP-320) and go back to where their "
+            "epoch ended on the new leader; under the switch Metadata tells no epochs, so "
+            "they fetch at their old offset, past the new leader's log end, and "
+            "auto.offset.reset=latest skips what it wrote meanwhile: the group commits "
+            "past records it never read. (BROKER.md partitions the leader; without an "
+            "unclean election no record below the high watermark is ever taken back, so "
+            "nothing stale is left to fence: measured, the switch changed no verdict "
+            "there.)",
     ),
     Recipe(
         switch="no-generation-fencing",

@@ -2,29 +2,18 @@
 each, a script that drives the cluster down the one code path the switch
 changes, and the anomaly that path leaves in the history.
 
-A whole-node fault cannot keep a follower in the ISR while it stops
-replicating: the single controller runs on n1, and a paused, killed or
-partitioned broker stops heartbeating, is fenced and leaves every ISR.
-`BrokerLinkCut` cuts only the brokers' own port between two nodes: the
-follower stays in the ISR until replica.lag.time.max.ms while the leader
-appends what nobody else holds. A loss shows as `lost-write` only if
-nobody read the records first (IDLE_READERS), else as
-`inconsistent-offsets` once other records take their offsets.
-
-Scripts work on partition 0 of the one topic, whose replicas in election
-order are the brokers by id, rotated to start at its first leader
-(StripedReplicaPlacer): `_order` names the roles from that leader.
+Scripts work on partition 0 of the one topic and keep followers in the
+ISR while they stop replicating with `BrokerLinkCut` (kchaos/recipes/watch.py).
+A loss shows as `lost-write` only if nobody read the records first
+(IDLE_READERS), else as `inconsistent-offsets` once other records take
+their offsets.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections import defaultdict
-
 from kchaos.recipes import Recipe
-from nemesis.core import FaultError
+from kchaos.recipes.watch import BrokerLinkCut, acknowledged, isr, leads, order, settled
 from nemesis.disk.fault import DiskFault, command
-from nemesis.firewall import add_drops, check_own_network, remove_tagged
 from nemesis.process import KillFault, PauseFault
 from workloads.clients import ClientSettings
 
@@ -40,118 +29,20 @@ IDLE_READERS = "group.initial.rebalance.delay.ms=120000"
 IMPATIENT_PRODUCERS = ClientSettings(request_timeout_ms=1000, delivery_timeout_ms=2000)
 
 
-class BrokerLinkCut:
-    """The brokers' links between `node` and each of `peers` cut, both ways:
-    DROP rules on the broker port (nemesis/firewall.py) for requests and
-    for answers, so not even a fetch already in flight gets through. The
-    controller's port and the clients (on the bridge) are not touched."""
-    start_f, stop_f = "start-partition", "stop-partition"
-    _serial = itertools.count(1)
-
-    def __init__(self, node: str, peers: list[str]):
-        self.node, self.peers = node, list(peers)
-        self.tag = f"broker-link-cut-{next(self._serial)}"
-        self.cut: list[str] = []
-
-    def asked(self) -> dict:
-        return {"kind": "broker-links", "node": self.node, "peers": self.peers}
-
-    def start(self, cluster, rng) -> dict:
-        check_own_network(cluster.nodes)
-        port = str(cluster.db.port)
-        drops = defaultdict(list)
-        for a, b in [(self.node, p) for p in self.peers] + [(p, self.node) for p in self.peers]:
-            source = cluster.node(b).address
-            drops[a] += [["-s", source, "-p", "tcp", "--dport", port],
-                         ["-s", source, "-p", "tcp", "--sport", port]]
-        try:
-            for name, matches in drops.items():
-                add_drops(cluster.node(name), self.tag, matches)
-                self.cut.append(name)
-        except FaultError:
-            self.stop(cluster)
-            raise
-        return {**self.asked(), "port": int(port)}
-
-    def stop(self, cluster) -> dict:
-        removed = {name: len(remove_tagged(cluster.node(name), self.tag)) for name in self.cut}
-        self.cut = []
-        return {**self.asked(), "rules": removed}
-
-
-# -- what the script sees of partition 0 ---------------------------------------
-
-def _settled(nemesis, replicas: int, timeout: float = 30.0):
-    """Partition 0's leader once its ISR holds `replicas` nodes and sends
-    are being acknowledged (None if not in time, or the phase is over)."""
-    found = []
-
-    def check() -> bool:
-        leader, isr = nemesis.cluster.leader(), nemesis.cluster.in_sync()
-        if leader is not None and isr is not None and len(isr) >= replicas:
-            found.append(leader)
-        return bool(found)
-    if not nemesis.until(check, timeout) or not _acknowledged(nemesis, 100, timeout):
-        return None
-    return found[0]
-
-
-def _order(nemesis, first) -> list[str]:
-    names = [node.name for node in nemesis.cluster.nodes]
-    start = names.index(first.name)
-    return names[start:] + names[:start]
-
-
-def _leads(nemesis, name: str) -> bool:
-    leader = nemesis.cluster.leader()
-    return leader is not None and leader.name == name
-
-
-def _isr(nemesis) -> list[str]:
-    return sorted(node.name for node in nemesis.cluster.in_sync() or [])
-
-
-def _high_watermark(nemesis) -> int | None:
-    """By ListOffsets from a client of the script's own; None: no answer."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
-    consumer = Consumer({"bootstrap.servers": nemesis.cluster.bootstrap, "log_level": 2,
-                         "group.id": "kchaos-recipe-watch", "socket.timeout.ms": 2000})
-    try:
-        return consumer.get_watermark_offsets(
-            TopicPartition(nemesis.cluster.topics[0], 0), timeout=2, cached=False)[1]
-    except KafkaException:
-        return None
-    finally:
-        consumer.close()
-
-
-def _acknowledged(nemesis, records: int, timeout: float) -> bool:
-    """Until the high watermark has moved `records` past where it is now
-    (that many more sends committed); False if not in time."""
-    start = None
-
-    def grown() -> bool:
-        nonlocal start
-        mark = _high_watermark(nemesis)
-        start = mark if start is None else start
-        return None not in (start, mark) and mark >= start + records
-    return nemesis.until(grown, timeout, interval=0.5)
-
-
 # -- scripts -------------------------------------------------------------------
 
 def lone_leader_acks_then_dies(nemesis) -> None:
     """acks-all-ignores-min-isr (KAFKA-1555): pause the followers until the
     leader is alone in the ISR, let it acknowledge by itself, kill it and
     resume the followers: unclean election makes one of them leader."""
-    leader = _settled(nemesis, 3)
+    leader = settled(nemesis, 3)
     if leader is None:
         return
-    pause = PauseFault(_order(nemesis, leader)[1:])
+    pause = PauseFault(order(nemesis, leader)[1:])
     nemesis.start(pause)
-    if not nemesis.until(lambda: _isr(nemesis) == [leader.name], 20):
+    if not nemesis.until(lambda: isr(nemesis) == [leader.name], 20):
         return
-    _acknowledged(nemesis, 50, 8)       # without the bug none commit: the wait runs out
+    acknowledged(nemesis, 50, 8)       # without the bug none commit: the wait runs out
     nemesis.start(KillFault([leader.name]))
     nemesis.stop(pause)
 
@@ -162,10 +53,10 @@ def crash_follower_then_leader(nemesis) -> None:
     trip; restart both once the partition is leaderless. The last in the
     ISR is elected again, and with the bug it first cuts its log at its
     high watermark as checkpointed, up to 5 s (the interval) behind."""
-    leader = _settled(nemesis, 2)
-    if leader is None or not _acknowledged(nemesis, 400, 30):     # for the checkpoint to trail
+    leader = settled(nemesis, 2)
+    if leader is None or not acknowledged(nemesis, 400, 30):     # for the checkpoint to trail
         return
-    crashes = [KillFault([_order(nemesis, leader)[1]]), KillFault([leader.name])]
+    crashes = [KillFault([order(nemesis, leader)[1]]), KillFault([leader.name])]
     for crash in crashes:
         nemesis.start(crash)
     nemesis.until(lambda: nemesis.cluster.leader() is None, 15)
@@ -181,10 +72,10 @@ def alternating_epochs(nemesis) -> None:
     cuts B where the logs part, v0's offset-only one lets B keep its
     records over C's. C is bounced, B leads, and readers find other
     records at offsets they read from C."""
-    leader = _settled(nemesis, 3)
+    leader = settled(nemesis, 3)
     if leader is None:
         return
-    a, b, c = _order(nemesis, leader)
+    a, b, c = order(nemesis, leader)
     suffix = BrokerLinkCut(a, [b])
     nemesis.start(suffix)
     if not nemesis.sleep(3):
@@ -193,20 +84,20 @@ def alternating_epochs(nemesis) -> None:
     nemesis.start(quiet)
     nemesis.start(KillFault([a]))       # A stays down: B, not A, must lead after C
     nemesis.stop(suffix)
-    if not nemesis.until(lambda: _leads(nemesis, b), 15) or not nemesis.sleep(3):
+    if not nemesis.until(lambda: leads(nemesis, b), 15) or not nemesis.sleep(3):
         return
     kill_b = KillFault([b])
     nemesis.start(kill_b)
-    if not nemesis.until(lambda: _leads(nemesis, c), 15):
+    if not nemesis.until(lambda: leads(nemesis, c), 15):
         return
     nemesis.stop(quiet)
     nemesis.stop(kill_b)
-    if not nemesis.until(lambda: b in _isr(nemesis), 20) or not nemesis.sleep(4):
+    if not nemesis.until(lambda: b in isr(nemesis), 20) or not nemesis.sleep(4):
         return
     bounce = KillFault([c])
     nemesis.start(bounce)
     nemesis.stop(bounce)                # C's new registration fences the old: B leads
-    nemesis.until(lambda: _leads(nemesis, b), 15)
+    nemesis.until(lambda: leads(nemesis, b), 15)
 
 
 def premature_isr_join(nemesis) -> None:
@@ -216,13 +107,13 @@ def premature_isr_join(nemesis) -> None:
     far below its epoch's start. With the bug C's first fetch puts it in
     the ISR though it lacks B's records up to that start; B is paused then
     (catching up takes a fetch per batch), and C leads without them."""
-    leader = _settled(nemesis, 3)
+    leader = settled(nemesis, 3)
     if leader is None:
         return
-    a, b, c = _order(nemesis, leader)
+    a, b, c = order(nemesis, leader)
     lagging = KillFault([c])
     nemesis.start(lagging)
-    if not _acknowledged(nemesis, 1500, 40):
+    if not acknowledged(nemesis, 1500, 40):
         return
     kill_a, kill_b = KillFault([a]), KillFault([b])
     nemesis.start(kill_a)
@@ -232,14 +123,14 @@ def premature_isr_join(nemesis) -> None:
     if not nemesis.sleep(5):
         return
     nemesis.stop(kill_b)
-    if not nemesis.until(lambda: _leads(nemesis, b), 20):
+    if not nemesis.until(lambda: leads(nemesis, b), 20):
         return
     nemesis.stop(lagging)
-    if not nemesis.until(lambda: c in _isr(nemesis), 30):
+    if not nemesis.until(lambda: c in isr(nemesis), 30):
         return
     pause = PauseFault([b])
     nemesis.start(pause)
-    nemesis.until(lambda: _leads(nemesis, c), 15)
+    nemesis.until(lambda: leads(nemesis, c), 15)
     nemesis.stop(pause)
     nemesis.stop(kill_a)
 
@@ -253,17 +144,17 @@ def stale_end_after_failover(nemesis) -> None:
     the backlog a batch per fetch. The final phase's ListOffsets(latest)
     comes in that window: the bug answers the stale end, where the final
     reads stop; the fix answers OFFSET_NOT_AVAILABLE until it caught up."""
-    leader = _settled(nemesis, 2)
+    leader = settled(nemesis, 2)
     if leader is None:
         return
-    follower = _order(nemesis, leader)[1]
+    follower = order(nemesis, leader)[1]
     cut = BrokerLinkCut(leader.name, [follower])
     nemesis.start(cut)
     if not nemesis.sleep(25):
         return
     nemesis.start(KillFault([follower]))
     nemesis.stop(cut)
-    if nemesis.until(lambda: _isr(nemesis) == [leader.name], 15):
+    if nemesis.until(lambda: isr(nemesis) == [leader.name], 15):
         nemesis.start(KillFault([leader.name]))
 
 
@@ -276,13 +167,13 @@ def last_replica_loses_its_tail(nemesis) -> None:
     A's disk is synced right after the cut, so only what A appended since
     can be lost: else the crash would lose records acknowledged by two
     replicas too, which only KIP-966's ELR (not in this broker) protects."""
-    leader = _settled(nemesis, 3)
+    leader = settled(nemesis, 3)
     if leader is None:
         return
-    a, b, c = _order(nemesis, leader)
+    a, b, c = order(nemesis, leader)
     nemesis.start(KillFault([c]))
-    if not nemesis.until(lambda: _isr(nemesis) == sorted([a, b]), 15) \
-            or not _acknowledged(nemesis, 200, 20):
+    if not nemesis.until(lambda: isr(nemesis) == sorted([a, b]), 15) \
+            or not acknowledged(nemesis, 200, 20):
         return
     cut = BrokerLinkCut(a, [b])
     nemesis.start(cut)
@@ -290,7 +181,7 @@ def last_replica_loses_its_tail(nemesis) -> None:
     # The next appends come when producers give up on the stuck ones
     # (about 1.3 s); the gate writes them back 5 s later. A drops B after
     # 2 to 3 s: the crash comes a second after, while consumers read.
-    if not nemesis.until(lambda: _isr(nemesis) == [a], 15) or not nemesis.sleep(0.8):
+    if not nemesis.until(lambda: isr(nemesis) == [a], 15) or not nemesis.sleep(0.8):
         return
     crash = DiskFault("lose-unsynced", [a])
     nemesis.start(crash)
@@ -304,16 +195,16 @@ def dirty_read_then_failover(nemesis) -> None:
     with the bug consumers read those records anyway. The leader is
     killed, a follower leads without them, and new records take their
     offsets."""
-    leader = _settled(nemesis, 3)
+    leader = settled(nemesis, 3)
     if leader is None:
         return
-    cut = BrokerLinkCut(leader.name, _order(nemesis, leader)[1:])
+    cut = BrokerLinkCut(leader.name, order(nemesis, leader)[1:])
     nemesis.start(cut)
     if not nemesis.sleep(5):
         return
     nemesis.start(KillFault([leader.name]))
     nemesis.stop(cut)
-    nemesis.until(lambda: not _leads(nemesis, leader.name), 15)
+    nemesis.until(lambda: not leads(nemesis, leader.name), 15)
 
 
 RECIPES: list[Recipe] = [

@@ -11,7 +11,11 @@ that does not yet know our versions can read it, KIP-511). The client side
 connections speak it.
 
 Anything that cannot be decoded raises `FrameError`; the connection that
-sent it is closed by the server, the broker keeps running.
+sent it is closed by the server, the broker keeps running. What Kafka
+reads past is read past here too: tagged fields the schema does not know
+(protocol/tagged_fields.py) and bytes after the request's last field
+(RequestContext.parseRequest reads what the schema says; librdkafka 2.16
+leaves three such bytes in its Metadata v9 "all topics" request).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from typing import Any
 from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
+
+from reference_broker.protocol.tagged_fields import read_skipping_unknown_tags
 
 _SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hh")
@@ -74,16 +80,17 @@ def decode_request(frame: bytes) -> tuple[Any, Any] | UnsupportedRequest:
     except (UnknownAPIKey, UnknownEntity):
         return UnsupportedRequest(api_key, api_version, correlation_id)
     try:
-        header, used = entity_reader(schema.__header_schema__)(frame, 0)
-        request, body = entity_reader(schema)(frame, used)
+        try:
+            header, used = entity_reader(schema.__header_schema__)(frame, 0)
+            request, _ = entity_reader(schema)(frame, used)
+        except KeyError:
+            # kio's reader met a tagged field tag it does not know: read the
+            # frame again as Kafka does, skipping it.
+            header, used = read_skipping_unknown_tags(schema.__header_schema__, frame, 0)
+            request, _ = read_skipping_unknown_tags(schema, frame, used)
     except (SerialError, ValueError, IndexError, OverflowError, KeyError) as e:
-        # KeyError: kio's reader for a tagged field tag it does not know
-        # (Kafka would skip it; kio cannot, so the frame is undecodable here).
         raise FrameError(f"api key {api_key} v{api_version} correlation id {correlation_id}: "
                          f"cannot decode: {type(e).__name__}: {e}") from e
-    if used + body != len(frame):
-        raise FrameError(f"api key {api_key} v{api_version} correlation id {correlation_id}: "
-                         f"{len(frame) - used - body} trailing bytes after the request")
     return header, request
 
 

@@ -9,6 +9,10 @@ auto.create.topics.enable allows and the request allows it
 (allow_auto_topic_creation, v4+; always allowed before v4). The
 controller id is this broker's own: in KRaft brokers report a broker as
 "controller" and forward what clients send it (KIP-590).
+
+Under the `no-leader-epoch-fencing` switch the leader epochs are not told
+(-1, "unknown", as before KIP-320's Metadata v7): clients then neither name
+an epoch nor validate their position after a leader change.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from reference_broker.offsets_topic import OFFSETS_TOPIC
 from reference_broker.controller.partition_change import NO_LEADER
 from reference_broker.protocol.shapes import Shapes
 from reference_broker.topic_names import topic_name_error
+
+UNKNOWN_EPOCH = -1
 
 
 async def handle(broker, header, request):
@@ -44,7 +50,8 @@ async def handle(broker, header, request):
             shape("MetadataResponsePartition",
                   error_code=ErrorCode.leader_not_available if p.leader == NO_LEADER
                   else ErrorCode.none,
-                  partition_index=p.partition, leader_id=p.leader, leader_epoch=p.leader_epoch,
+                  partition_index=p.partition, leader_id=p.leader,
+                  leader_epoch=p.leader_epoch if broker.tells_leader_epochs else UNKNOWN_EPOCH,
                   replica_nodes=p.replicas, isr_nodes=p.isr,
                   offline_replicas=tuple(r for r in p.replicas if not image.is_active(r)))
             for _, p in sorted(topic.partitions.items()))

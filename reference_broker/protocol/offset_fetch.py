@@ -1,5 +1,7 @@
 """OffsetFetch: a group's committed offsets, for the partitions named or
-(topics null, v2+) all of them."""
+(topics null, v2+) all of them, each with the leader epoch it was committed
+in (v5+, KIP-320: a consumer resuming there validates it) — none under the
+`no-leader-epoch-fencing` switch, as before KIP-320."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ from kio.schema.errors import ErrorCode
 
 from reference_broker.protocol.shapes import Shapes
 
+NO_EPOCH = -1
+
 
 async def handle(broker, header, request):
     shape = Shapes(request)
@@ -17,9 +21,10 @@ async def handle(broker, header, request):
     result = broker.coordinator.fetch_offsets(request.group_id, wanted)
     by_topic = defaultdict(list)
     for (topic, partition), committed in sorted(result.offsets.items()):
+        epoch = committed.leader_epoch if broker.tells_leader_epochs else NO_EPOCH
         by_topic[topic].append(shape(
             "OffsetFetchResponsePartition", partition_index=partition,
-            committed_offset=committed.offset, committed_leader_epoch=committed.leader_epoch,
+            committed_offset=committed.offset, committed_leader_epoch=epoch,
             metadata=committed.metadata, error_code=committed.error))
     topics = tuple(shape("OffsetFetchResponseTopic", name=topic, partitions=tuple(parts))
                    for topic, parts in by_topic.items())

@@ -171,6 +171,7 @@ def test_check_bad_input_exits_3(spark, tmp_path):
     (["--stall-consumers-every", "0"], "stall_consumers_every=0.0: must be positive seconds"),
     (["--batch-size", "0"], "batch_size=0: must be at least 1 byte"),
     (["--max-in-flight", "6"], "idempotence=True conflicts with max_in_flight=6"),
+    (["--auto-offset-reset", "none"], "Invalid value for '--auto-offset-reset'"),
 ])
 def test_run_refuses_bad_options_before_starting_anything(tmp_path, args, message):
     result = kchaos("run", "--store", str(tmp_path / "store"), *args, timeout=60)

@@ -40,18 +40,11 @@ def test_a_fast_recipe_finds_its_switch_and_only_then(switch, spark, tmp_path):
     assert row.clean_runs == row.detected_in
 
 
-# Known unseen (README, Validation): with clean elections a stale-epoch
-# request reads nothing a fenced one would not. Strict: finding it fails.
-UNSEEN = {"no-leader-epoch-fencing"}
-
-
 @needs_root
 @pytest.mark.spark
 @pytest.mark.root
 @pytest.mark.slow
-@pytest.mark.parametrize("switch", [
-    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason="not found by its recipe"))
-    if name in UNSEEN else name for name in sorted(RECIPES)])
+@pytest.mark.parametrize("switch", sorted(RECIPES))
 def test_the_full_matrix(switch, spark, tmp_path, full_matrix):
     row = validate_recipe(RECIPES[switch], spark, tmp_path)
     assert row.ok, format_table([row])

@@ -42,6 +42,7 @@ def test_settings_serialise_whole():
     ({"max_in_flight": 6}, "conflicts with max_in_flight=6"),
     ({"fetch_max_wait_ms": 3000}, "fetch_max_wait_ms=3000"),
     ({"heartbeat_interval_ms": 6000}, "heartbeat_interval_ms"),
+    ({"auto_offset_reset": "none"}, "auto_offset_reset='none'"),
 ])
 def test_settings_refuse_what_the_clients_would(kwargs, fragment):
     with pytest.raises(ValueError, match=re.escape(fragment)):

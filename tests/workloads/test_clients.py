@@ -218,6 +218,52 @@ def test_commit_then_committed(library, broker, topic, clients):
                                     {"topic": topic, "partition": 1, "offset": None}]})
 
 
+def committed_epoch(broker, group, topic, partition) -> int | None:
+    """The leader epoch OffsetFetch returns with a group's commit (read
+    with a client of its own: the history does not carry epochs)."""
+    from confluent_kafka import Consumer, TopicPartition
+    reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        [answer] = reader.committed([TopicPartition(topic, partition)], timeout=TIMEOUT)
+        return answer.leader_epoch
+    finally:
+        reader.close()
+
+
+def test_a_commit_after_reads_carries_the_last_records_leader_epoch(library, broker, topic,
+                                                                     clients):
+    # KIP-320: OffsetCommit v6+ names the epoch of the last record consumed,
+    # so a consumer resuming there can validate it; an offset not just after
+    # a record read carries none.
+    p = producer(library, broker, clients)
+    assert p.send([(topic, 0, 1), (topic, 0, 2)], TIMEOUT).type == "ok"
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    c = consumer(library, broker, clients, group)
+    c.assign([(topic, 0)], True)
+    poll_until(c, lambda os: len(reads_of(os)) == 2, "both records")
+    assert c.commit(group, [(topic, 0, 2)]).type == "ok"
+    assert committed_epoch(broker, group, topic, 0) == 0
+    assert c.commit(group, [(topic, 0, 1)]).type == "ok"
+    assert committed_epoch(broker, group, topic, 0) is None
+
+
+@pytest.mark.parametrize("reset", ["earliest", "latest"])
+def test_a_group_without_commits_starts_where_auto_offset_reset_says(library, broker, topic,
+                                                                      clients, reset):
+    p = producer(library, broker, clients)
+    assert p.send([(topic, 0, 1)], TIMEOUT).type == "ok"
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    c = consumer(library, broker, clients, group,
+                 ClientSettings(auto_offset_reset=reset))
+    c.assign([(topic, 0)], False)     # from the committed offset: there is none
+    if reset == "earliest":
+        assert [r["value"] for r in reads_of(poll_until(c, reads_of, "the record"))] == [1]
+    else:
+        assert reads_of([c.poll(2) for _ in range(2)]) == []
+        assert p.send([(topic, 0, 2)], TIMEOUT).type == "ok"
+        assert [r["value"] for r in reads_of(poll_until(c, reads_of, "the new record"))] == [2]
+
+
 def test_committed_of_a_group_without_commits_is_none(library, broker, topic, clients):
     group = f"fresh-{uuid.uuid4().hex[:6]}"
     outcome = consumer(library, broker, clients, group).committed(group, [(topic, 0)], 10)

@@ -51,6 +51,9 @@ class ClientSettings:
     max_block_ms: int = 2000            # how long a send waits for its topic in the metadata
     default_api_timeout_ms: int = 5000  # bounds calls without a timeout argument (commit)
     fetch_max_wait_ms: int = 500
+    # Where a consumer goes when its position is out of range (and a group
+    # without a commit starts): "earliest" or "latest".
+    auto_offset_reset: str = "earliest"
     retry_backoff_ms: int = 100
     reconnect_backoff_ms: int = 50
     reconnect_backoff_max_ms: int = 1000
@@ -69,6 +72,9 @@ class ClientSettings:
                 raise ValueError(f"idempotence=True conflicts with {', '.join(conflicts)}: "
                                  f"use acks='all', retries None or > 0, max_in_flight <= 5, "
                                  f"or idempotence=False")
+        if self.auto_offset_reset not in ("earliest", "latest"):
+            raise ValueError(f"auto_offset_reset={self.auto_offset_reset!r}: use "
+                             f'"earliest" or "latest"')
         if self.batch_size < 1:
             raise ValueError(f"batch_size={self.batch_size!r}: must be at least 1 byte "
                              f"(1 puts every record in a batch of its own)")
@@ -121,6 +127,28 @@ def read(topic: str, partition: int, offset: int, raw: bytes | None) -> dict:
         return {"topic": topic, "partition": partition, "offset": offset, "value": int(raw)}
     return {"topic": topic, "partition": partition, "offset": offset, "value": None,
             "raw": base64.b64encode(raw).decode("ascii")}
+
+
+class ConsumedEpochs:
+    """The leader epoch of the last record read per partition, so that a
+    commit of the offset after it carries that epoch, as the Java
+    consumer's commits do (KIP-320: OffsetCommit v6's committed leader
+    epoch; a consumer resuming at a committed offset validates it against
+    the leader's log, and learns of a truncation below it)."""
+
+    NONE = -1
+
+    def __init__(self):
+        self._last: dict[tuple[str, int], tuple[int, int]] = {}   # (next offset, epoch)
+
+    def read(self, topic: str, partition: int, offset: int, epoch: int | None) -> None:
+        self._last[(topic, partition)] = (offset + 1, self.NONE if epoch is None else epoch)
+
+    def for_commit(self, topic: str, partition: int, offset: int) -> int:
+        """The epoch to commit `offset` with: the last read record's when
+        `offset` is the one after it, else none."""
+        next_offset, epoch = self._last.get((topic, partition), (None, self.NONE))
+        return epoch if next_offset == offset else self.NONE
 
 
 def partitions_value(partitions) -> list[dict]:

@@ -17,6 +17,7 @@ from confluent_kafka import (OFFSET_BEGINNING, OFFSET_INVALID, OFFSET_STORED, Co
                              KafkaError, KafkaException, Producer, TopicPartition)
 
 from workloads.clients.base import (FAIL, FAIL_UNLESS_RETRIED, INFO, OK, ClientSettings,
+                                    ConsumedEpochs,
                                     Outcome, check_group, encode_value, offsets_value,
                                     partitions_value, read, rebalance, resolve, sends_outcome,
                                     verdict)
@@ -185,13 +186,14 @@ class ConfluentConsumer:
         self._closed = False
         self._commit_in_flight: threading.Thread | None = None
         self._commit_timeout = settings.default_api_timeout_ms / 1000
+        self._epochs = ConsumedEpochs()
         self._consumer = Consumer({
             **_common(bootstrap, settings, client_id),
             # librdkafka insists on a group.id; an assign-only consumer gets
             # one of its own, never committed to (commit/committed refuse).
             "group.id": group if group is not None else f"{client_id}-assign-only",
             "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
+            "auto.offset.reset": settings.auto_offset_reset,
             "enable.partition.eof": False,
             "session.timeout.ms": settings.session_timeout_ms,
             "heartbeat.interval.ms": settings.heartbeat_interval_ms,
@@ -260,6 +262,8 @@ class ConfluentConsumer:
                 err = msg.error()
                 if err is None:
                     reads.append(read(msg.topic(), msg.partition(), msg.offset(), msg.value()))
+                    self._epochs.read(msg.topic(), msg.partition(), msg.offset(),
+                                      msg.leader_epoch())
                 elif err.fatal():
                     fatal = fatal or describe(err)
                 elif err.code() != E._PARTITION_EOF:
@@ -286,7 +290,8 @@ class ConfluentConsumer:
         def run() -> None:
             try:
                 answer.append(self._consumer.commit(
-                    offsets=[TopicPartition(t, p, o) for t, p, o in offsets],
+                    offsets=[TopicPartition(t, p, o, leader_epoch=self._epochs.for_commit(t, p, o))
+                             for t, p, o in offsets],
                     asynchronous=False))
             except KafkaException as e:
                 answer.append(e)

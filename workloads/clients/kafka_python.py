@@ -18,6 +18,7 @@ from kafka import (ConsumerRebalanceListener, KafkaConsumer, KafkaProducer,
 from kafka import errors as Errors
 
 from workloads.clients.base import (FAIL, FAIL_UNLESS_RETRIED, INFO, OK, ClientSettings,
+                                    ConsumedEpochs,
                                     Outcome, check_group, encode_value, offsets_value,
                                     partitions_value, read, rebalance, resolve, sends_outcome)
 
@@ -210,6 +211,7 @@ class KafkaPythonConsumer:
                  group: str | None):
         self._group = group
         self._api_timeout_ms = settings.default_api_timeout_ms
+        self._epochs = ConsumedEpochs()
         self._rebalances: list[dict] = []
         self._lock = threading.Lock()
         # kafka-python 2.x refused request_timeout_ms <= session_timeout_ms;
@@ -219,7 +221,7 @@ class KafkaPythonConsumer:
             **_common(bootstrap, settings, client_id),
             "group_id": group,
             "enable_auto_commit": False,
-            "auto_offset_reset": "earliest",
+            "auto_offset_reset": settings.auto_offset_reset,
             "session_timeout_ms": settings.session_timeout_ms,
             "heartbeat_interval_ms": settings.heartbeat_interval_ms,
             "max_poll_interval_ms": settings.max_poll_interval_ms,
@@ -268,6 +270,8 @@ class KafkaPythonConsumer:
         else:
             for tp, records in batches.items():
                 reads += [read(r.topic, r.partition, r.offset, r.value) for r in records]
+                for r in records:
+                    self._epochs.read(r.topic, r.partition, r.offset, r.leader_epoch)
         with self._lock:
             rebalances = self._rebalances[:]
             self._rebalances.clear()
@@ -280,7 +284,8 @@ class KafkaPythonConsumer:
         try:
             # Without timeout_ms, commit retries retriable errors forever.
             self._client().commit(
-                offsets={TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
+                offsets={TopicPartition(t, p): OffsetAndMetadata(
+                    o, "", self._epochs.for_commit(t, p, o))
                          for t, p, o in offsets},
                 timeout_ms=self._api_timeout_ms)
         except Errors.KafkaError as e:

@@ -120,14 +120,16 @@ def sync_group(group_id: str, generation_id: int, member_id: str,
 
 
 def offset_commit(group_id: str, generation_id: int, member_id: str,
-                  offsets: dict[tuple[str, int], int], *, version: int = 7):
+                  offsets: dict[tuple[str, int], int], *, version: int = 7,
+                  leader_epoch: int = -1):
     shape = _Shape(OFFSET_COMMIT, version)
     topics = sorted({topic for topic, _ in offsets})
     return shape("OffsetCommitRequest", group_id=group_id,
                  generation_id_or_member_epoch=generation_id, member_id=member_id, topics=tuple(
                      shape("OffsetCommitRequestTopic", name=topic, partitions=tuple(
                          shape("OffsetCommitRequestPartition", partition_index=partition,
-                               committed_offset=offset, committed_metadata=None)
+                               committed_offset=offset, committed_leader_epoch=leader_epoch,
+                               committed_metadata=None)
                          for (t, partition), offset in sorted(offsets.items()) if t == topic))
                      for topic in topics))
 

@@ -151,3 +151,39 @@ def test_offset_for_leader_epoch_of_an_unknown_partition(tmp_path):
             assert (end.error_code, end.leader_epoch, end.end_offset) == \
                 (ErrorCode.unknown_topic_or_partition, -1, -1)
     run(scenario())
+
+
+@pytest.mark.parametrize("bug_on", [False, True], ids=["kip-320", "no-leader-epoch-fencing"])
+def test_clients_are_told_leader_epochs_unless_the_switch_hides_them(tmp_path, bug_on):
+    """KIP-320's client side: Metadata v9 (the first whose epochs librdkafka
+    and kafka-python trust) tells each partition's leader epoch, OffsetFetch
+    returns the epoch a commit named, and a request naming an old epoch is
+    fenced. The switch is a broker from before it: no epochs told, none checked."""
+    bugs = frozenset({"no-leader-epoch-fencing"}) if bug_on else frozenset()
+
+    async def first_term():
+        async with open_node(tmp_path, bugs=bugs) as node:
+            await node.connect().call(entities.create_topics("t"))
+
+    async def second_term():   # the restart elected the broker again: epoch 2
+        async with open_node(tmp_path, bugs=bugs) as node:
+            client = node.connect()
+            await client.call(entities.produce("t", 0, values_batch(3)))
+            meta = await client.call(entities.metadata(["t"], version=9))
+            told = meta.topics[0].partitions[0].leader_epoch
+            await client.call(entities.find_coordinator("g"))
+            await client.call(entities.offset_commit("g", -1, "", {("t", 0): 3}, leader_epoch=2))
+            fetched = await client.call(entities.offset_fetch("g", {"t": [0]}, version=5))
+            committed = fetched.topics[0].partitions[0]
+            stale = listed(await client.call(entities.list_offsets(
+                "t", 0, entities.LATEST, current_leader_epoch=1)))
+            if bug_on:
+                assert (told, committed.committed_leader_epoch) == (-1, -1)
+                assert (stale.error_code, stale.offset) == (ErrorCode.none, 3)
+            else:
+                assert (told, committed.committed_leader_epoch) == (2, 2)
+                assert stale.error_code == ErrorCode.fenced_leader_epoch
+            assert committed.committed_offset == 3
+
+    run(first_term())
+    run(second_term())

@@ -119,7 +119,7 @@ def test_delete_topic_then_it_is_unknown(tmp_path):
     run(scenario())
 
 
-@pytest.mark.parametrize("version", [1, 4, 8])
+@pytest.mark.parametrize("version", [1, 4, 8, 9])
 def test_metadata_auto_creates_a_named_topic(tmp_path, version):
     async def scenario():
         async with open_node(tmp_path, "num.partitions=2") as node:

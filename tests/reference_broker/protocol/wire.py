@@ -51,9 +51,10 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-def broker_config(data_dir: Path, *settings: str) -> BrokerConfig:
+def broker_config(data_dir: Path, *settings: str, bugs: frozenset[str] = frozenset()) \
+        -> BrokerConfig:
     return BrokerConfig(node_id=1, listen=ADDRESS, advertise=ADDRESS, data_dir=data_dir,
-                        settings=parse_settings([*SETTINGS, *settings]))
+                        settings=parse_settings([*SETTINGS, *settings]), bugs=bugs)
 
 
 class Node:
@@ -85,10 +86,11 @@ class Node:
 
 
 @contextlib.asynccontextmanager
-async def open_node(data_dir: Path, *settings: str) -> AsyncIterator[Node]:
+async def open_node(data_dir: Path, *settings: str,
+                    bugs: frozenset[str] = frozenset()) -> AsyncIterator[Node]:
     """An open broker (opened inside the loop: loading `__consumer_offsets`
-    starts member timers) to connect to."""
-    server = ServerNode(broker_config(data_dir, *settings))
+    starts member timers) to connect to, with these bug switches on."""
+    server = ServerNode(broker_config(data_dir, *settings, bugs=bugs))
     await server.start()
     node = Node(server)
     try:
