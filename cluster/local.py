@@ -58,7 +58,9 @@ class LocalNode:
     def __init__(self, name: str, address: str, workdir: Path, netns: str | None = None):
         self.name = name
         self.address = address
-        self.workdir = Path(workdir)
+        # Absolute: commands run with the workdir as their cwd, so a path
+        # built from a relative one would be resolved twice.
+        self.workdir = Path(workdir).absolute()
         self.netns = netns
         # Whether firewall rules run on this node touch only this node: a
         # node on the host network shares the host's firewall.
@@ -268,9 +270,8 @@ class LocalBackend:
         exists of them, from this run or a previous one with this prefix."""
         netns_name = re.compile(rf"{re.escape(self.prefix)}-n\d+")
         link_name = re.compile(rf"{re.escape(self.prefix)}-(v\d+|br0)")
-        namespaces = [line.split()[0] for line in _ip("netns", "list").splitlines()
-                      if line.strip() and netns_name.fullmatch(line.split()[0])]
-        for netns in namespaces:
+        ours = [netns for netns in namespaces() if netns_name.fullmatch(netns)]
+        for netns in ours:
             _kill_namespace_processes(netns)
         links = [match.group(1) for match in re.finditer(r"^\d+: ([^:@\s]+)",
                                                          _ip("-o", "link", "show"), re.M)]
@@ -279,8 +280,13 @@ class LocalBackend:
         for link in sorted(links, key=lambda name: name.endswith("-br0")):
             if link_name.fullmatch(link):
                 _ip("link", "del", link, ok_if="Cannot find device")
-        for netns in namespaces:
+        for netns in ours:
             _ip("netns", "del", netns, ok_if="No such file")
+
+
+def namespaces() -> list[str]:
+    """Names of the network namespaces that exist here."""
+    return [line.split()[0] for line in _ip("netns", "list").splitlines() if line.strip()]
 
 
 def _ip(*args: str, ok_if: str | None = None) -> str:

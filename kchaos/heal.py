@@ -4,7 +4,8 @@
 The dead harness's in-memory state is gone, so everything is found again
 from the run directory: test.json says how many nodes on which backend,
 the node names give the network namespaces whose firewall chain is
-flushed, processes whose command line names the run's scratch directory
+flushed (a namespace that is gone, after a reboot of the machine, holds
+no rules), processes whose command line names the run's scratch directory
 are continued (SIGCONT), and disk gates mounted under it are unmounted
 (their brokers then see errors rather than a stall). Nothing is started or
 stopped: the brokers that survived keep running until the next run on
@@ -23,7 +24,7 @@ from kchaos.config import TestConfig
 
 def heal_run_dir(run_dir: Path) -> tuple[list[str], list[str]]:
     """(what was done, problems) for the run in run_dir."""
-    from cluster.local import LocalBackend, prefix_for
+    from cluster.local import LocalBackend, LocalNode, namespaces, prefix_for
     from nemesis.disk.fault import unmount_all
     from nemesis.net import heal_nodes
 
@@ -38,12 +39,22 @@ def heal_run_dir(run_dir: Path) -> tuple[list[str], list[str]]:
     backend = LocalBackend(config.nodes, scratch, subnet=config.subnet,
                            use_namespaces=config.use_namespaces, prefix=prefix_for(config.subnet))
     done, problems = [], []
+    nodes = backend.nodes
     if backend.namespaced:
-        problems += heal_nodes(backend.nodes)
-        done.append(f"firewall chains removed in {', '.join(n.netns for n in backend.nodes)}")
+        present = set(namespaces())
+        alive = [n for n in nodes if n.netns in present]
+        problems += heal_nodes(alive)
+        if alive:
+            done.append(f"firewall chains removed in {', '.join(n.netns for n in alive)}")
+        if len(alive) < len(nodes):
+            done.append(f"no namespace left for {', '.join(n.name for n in nodes if n not in alive)}"
+                        f" (no rules to remove)")
+        # Gates are mounted in the host's mount namespace (nemesis.disk.fault),
+        # which outlives a node's network namespace: reach them from here.
+        nodes = [n if n in alive else LocalNode(n.name, n.address, n.workdir) for n in nodes]
     continued = continue_processes(str(scratch))
     done.append(f"{len(continued)} process(es) continued (SIGCONT)")
-    problems += unmount_all(backend.nodes)
+    problems += unmount_all(nodes)
     done.append("disk gates unmounted")
     return done, problems
 

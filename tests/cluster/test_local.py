@@ -268,3 +268,12 @@ def test_loopback_fallback_says_why(tmp_path, caplog, monkeypatch):
                                "network faults need root"]
     with pytest.raises(PermissionError, match="use_namespaces=True needs root"):
         LocalBackend(2, tmp_path, use_namespaces=True)
+
+
+def test_a_relative_workdir_is_made_absolute(tmp_path, monkeypatch):
+    # Commands run with the workdir as cwd: a path built from a relative
+    # workdir would point below itself (a disk gate's mount point did).
+    monkeypatch.chdir(tmp_path)
+    backend = LocalBackend(1, "scratch", use_namespaces=False)
+    [node] = backend.nodes
+    assert node.workdir.is_absolute() and node.workdir.parent == tmp_path / "scratch"

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from cluster.local import LocalBackend
+from cluster.local import LocalBackend, LocalNode, prefix_for
 from kchaos.config import TestConfig
 from kchaos.progress import Progress
 from kchaos.run import run_and_check
+from nemesis.disk.fault import mount, unmount_all
 
 pytestmark = [pytest.mark.root, pytest.mark.spark,
               pytest.mark.skipif(os.geteuid() != 0, reason="network faults need root")]
@@ -33,6 +34,11 @@ def chain(netns: str) -> str:
     done = subprocess.run(["ip", "netns", "exec", netns, "iptables", "-w", "-S", "KCHAOS"],
                           capture_output=True, text=True)
     return done.stdout if done.returncode == 0 else ""
+
+
+def all_gate_mounts() -> list[str]:
+    return [line for line in Path("/proc/self/mounts").read_text().splitlines()
+            if " fuse.kchaos-disk " in line]
 
 
 def partitioned_run_dir(store: Path, harness: subprocess.Popen, timeout: float = 90) -> Path:
@@ -93,6 +99,40 @@ def test_kchaos_heal_after_the_harness_was_killed_mid_partition(tmp_path, spark)
         if harness.poll() is None:
             harness.kill()
         LocalBackend(3, tmp_path / "leftovers", use_namespaces=True).teardown()
+
+
+def test_kchaos_heal_after_the_namespaces_are_gone_unmounts_the_gates(tmp_path):
+    """A reboot of the machine (or its container) drops the network
+    namespaces but can keep the FUSE mounts of the host: heal reports the
+    nodes as having no rules left and still detaches their dead gates."""
+    run_dir = tmp_path / "store" / "t" / "20260101T000000"
+    run_dir.mkdir(parents=True)
+    config = TestConfig(store=tmp_path / "store", subnet="198.18.7.0/24")
+    (run_dir / "test.json").write_text(json.dumps({"config": config.to_json()}))
+    backend = LocalBackend(3, run_dir / "scratch", subnet="198.18.7.0/24", use_namespaces=True,
+                           prefix=prefix_for("198.18.7.0/24"))
+    try:
+        backend.setup()
+        node = backend.nodes[0]
+        mount(node)
+        with open(node.workdir / "data" / "f", "wb") as f:
+            f.write(b"x")
+            f.flush()
+            os.fsync(f.fileno())    # durable: the gate's death must not take it
+        backend.teardown()      # kills the gate with the namespace: its mount stays behind
+        mounted = [m for m in all_gate_mounts() if str(run_dir) in m]
+        assert len(mounted) == 1, mounted
+
+        healed = subprocess.run([KCHAOS, "heal", str(run_dir)], capture_output=True,
+                                text=True, timeout=120)
+        assert healed.returncode == 0, healed.stdout + healed.stderr
+        assert "no namespace left for n1, n2, n3" in healed.stdout
+        assert "firewall chains removed" not in healed.stdout
+        assert [m for m in all_gate_mounts() if str(run_dir) in m] == []
+        assert (node.workdir / "data.backing" / "f").read_bytes() == b"x"
+    finally:
+        backend.teardown()
+        unmount_all([LocalNode(n.name, n.address, n.workdir) for n in backend.nodes])
 
 
 def test_kchaos_heal_refuses_a_directory_that_is_no_run(tmp_path):
