@@ -50,13 +50,13 @@ def _others(nemesis, node) -> list[str]:
     return [n.name for n in nemesis.cluster.nodes if n.name != node.name]
 
 
-def _whole_isr(nemesis, topic: str | None = None, partition: int = 0):
-    """The leader of topic-partition (the first topic's by default) once
+def _whole_isr(nemesis, topic: str | None = None):
+    """The leader of partition 0 of topic (the first topic by default) once
     every node is in its ISR; None before (or when nobody answers)."""
-    isr = nemesis.cluster.in_sync(topic, partition) or []
-    if len(isr) != len(nemesis.cluster.nodes):
+    in_sync = nemesis.cluster.in_sync(topic) or []
+    if len(in_sync) != len(nemesis.cluster.nodes):
         return None
-    return nemesis.cluster.leader(topic, partition)
+    return nemesis.cluster.leader(topic)
 
 
 def stall_acks(nemesis) -> None:

@@ -21,10 +21,9 @@ from kio.schema.errors import ErrorCode
 
 from reference_broker.offsets_topic import OFFSETS_TOPIC
 from reference_broker.controller.partition_change import NO_LEADER
+from reference_broker.log.leader_epoch_cache import UNDEFINED_EPOCH
 from reference_broker.protocol.shapes import Shapes
 from reference_broker.topic_names import topic_name_error
-
-UNKNOWN_EPOCH = -1
 
 
 async def handle(broker, header, request):
@@ -51,7 +50,7 @@ async def handle(broker, header, request):
                   error_code=ErrorCode.leader_not_available if p.leader == NO_LEADER
                   else ErrorCode.none,
                   partition_index=p.partition, leader_id=p.leader,
-                  leader_epoch=p.leader_epoch if broker.tells_leader_epochs else UNKNOWN_EPOCH,
+                  leader_epoch=p.leader_epoch if broker.tells_leader_epochs else UNDEFINED_EPOCH,
                   replica_nodes=p.replicas, isr_nodes=p.isr,
                   offline_replicas=tuple(r for r in p.replicas if not image.is_active(r)))
             for _, p in sorted(topic.partitions.items()))

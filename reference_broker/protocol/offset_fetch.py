@@ -9,9 +9,8 @@ from collections import defaultdict
 
 from kio.schema.errors import ErrorCode
 
+from reference_broker.group.results import NO_LEADER_EPOCH
 from reference_broker.protocol.shapes import Shapes
-
-NO_EPOCH = -1
 
 
 async def handle(broker, header, request):
@@ -21,7 +20,7 @@ async def handle(broker, header, request):
     result = broker.coordinator.fetch_offsets(request.group_id, wanted)
     by_topic = defaultdict(list)
     for (topic, partition), committed in sorted(result.offsets.items()):
-        epoch = committed.leader_epoch if broker.tells_leader_epochs else NO_EPOCH
+        epoch = committed.leader_epoch if broker.tells_leader_epochs else NO_LEADER_EPOCH
         by_topic[topic].append(shape(
             "OffsetFetchResponsePartition", partition_index=partition,
             committed_offset=committed.offset, committed_leader_epoch=epoch,

@@ -19,7 +19,7 @@ from cluster.local import LocalBackend, LocalNode, prefix_for
 from kchaos.config import TestConfig
 from kchaos.progress import Progress
 from kchaos.run import run_and_check
-from nemesis.disk.fault import mount, unmount_all
+from nemesis.disk.fault import gate_mounts, mount, unmount_all
 
 pytestmark = [pytest.mark.root, pytest.mark.spark,
               pytest.mark.skipif(os.geteuid() != 0, reason="network faults need root")]
@@ -34,11 +34,6 @@ def chain(netns: str) -> str:
     done = subprocess.run(["ip", "netns", "exec", netns, "iptables", "-w", "-S", "KCHAOS"],
                           capture_output=True, text=True)
     return done.stdout if done.returncode == 0 else ""
-
-
-def all_gate_mounts() -> list[str]:
-    return [line for line in Path("/proc/self/mounts").read_text().splitlines()
-            if " fuse.kchaos-disk " in line]
 
 
 def partitioned_run_dir(store: Path, harness: subprocess.Popen, timeout: float = 90) -> Path:
@@ -120,15 +115,15 @@ def test_kchaos_heal_after_the_namespaces_are_gone_unmounts_the_gates(tmp_path):
             f.flush()
             os.fsync(f.fileno())    # durable: the gate's death must not take it
         backend.teardown()      # kills the gate with the namespace: its mount stays behind
-        mounted = [m for m in all_gate_mounts() if str(run_dir) in m]
-        assert len(mounted) == 1, mounted
+        host = LocalNode("host", "127.0.0.1", run_dir)   # the host's mounts under the run
+        assert gate_mounts(host) == [str(node.workdir / "data")]
 
         healed = subprocess.run([KCHAOS, "heal", str(run_dir)], capture_output=True,
                                 text=True, timeout=120)
         assert healed.returncode == 0, healed.stdout + healed.stderr
         assert "no namespace left for n1, n2, n3" in healed.stdout
         assert "firewall chains removed" not in healed.stdout
-        assert [m for m in all_gate_mounts() if str(run_dir) in m] == []
+        assert gate_mounts(host) == []
         assert (node.workdir / "data.backing" / "f").read_bytes() == b"x"
     finally:
         backend.teardown()
