@@ -1,6 +1,7 @@
 # kchaos: everything a fresh Debian machine (as root, as CI runs) needs.
 #   make run      the main job: kchaos run on a local 3-node reference cluster
 #   make test     the whole test suite
+#   make test-fast the suite without the tests marked slow (for edit loops)
 #   make example  check the shipped sample run directory
 #   make bench    the benchmarks that print the README's performance figures
 #   make validate the validation matrix: every bug switch found, no false alarm,
@@ -11,13 +12,16 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: run test validate example bench system-deps clean
+.PHONY: run test test-fast validate example bench system-deps clean
 
 run: $(STAMP)
 	$(BIN)/kchaos run $(RUN_ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 validate: $(STAMP)
 	$(BIN)/kchaos validate --soak 10 --table-out store/validation.md $(VALIDATE_ARGS)
@@ -27,7 +31,9 @@ example: $(STAMP)
 	$(BIN)/kchaos check examples/queue-sample
 
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	$(BIN)/python benchmarks/history_writer.py
+	$(BIN)/python benchmarks/checker_scale.py --events 1000000 --anomalies 3 --seed 1 --jsonl
 
 # System packages: Java for Spark, venv for Python. Installed only if missing.
 system-deps:

@@ -32,12 +32,14 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow.dataset as ds
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 # benchmarks/ is not an installed package: import it from the repository.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import duckdb_checks, spark_profile  # noqa: E402
 from benchmarks import synthetic_history as sh  # noqa: E402
 from benchmarks.injections import injected_ops, injection_steps  # noqa: E402
 from checkers.history import History  # noqa: E402
@@ -199,7 +201,9 @@ def main() -> int:
     if args.events < 1 or args.anomalies < 0:
         parser.error("--events must be positive and --anomalies not negative")
     out = args.out or Path(f"store/checker-scale-N{args.events}-K{args.anomalies}-S{args.seed}")
-    conf = {"spark.driver.memory": "8g", **parse_conf(args.spark_conf)}
+    events_log = out / ".spark-events"
+    conf = {"spark.driver.memory": "8g", **spark_profile.settings(events_log),
+            **parse_conf(args.spark_conf)}
     spark = spark_session(conf=conf, scratch_dir=out / ".spark")
     pids = {"python": os.getpid(), "jvm": jvm_pid()}
 
@@ -221,8 +225,8 @@ def main() -> int:
                "jvm_max_heap_mib": round(spark.sparkContext._jvm.java.lang.Runtime.getRuntime()
                                          .maxMemory() / 2**20)}
     if args.jsonl:
-        _, figures["ingest"] = measure("ingest", events, pids, lambda: ingest(spark, out))
-    rows = {t: spark.read.parquet((out / "history" / t).resolve().as_uri()).count()
+        _, figures["ingest"] = measure("ingest", events, pids, lambda: ingest(out))
+    rows = {t: ds.dataset(out / "history" / t, format="parquet").count_rows()
             for t in ("sends", "reads")}
     figures["rows"] = rows
     print(f"tables: {rows['sends']:,} records sent, {rows['reads']:,} read")
@@ -236,10 +240,22 @@ def main() -> int:
         finally:
             history.release()
 
+    started_ms = time.time() * 1000
     suite, figures["check"] = measure("check", events, pids, check)
-    by_family = suite.result.stats["seconds_by_family"]
-    figures["check"]["seconds_by_family"] = by_family
-    print("        by family: " + ", ".join(f"{n} {s:.1f} s" for n, s in by_family.items()))
+    spark.stop()        # the event log is complete once the session ends
+    stages = spark_profile.stages(events_log, since_ms=started_ms)
+    figures["check"]["stages"] = stages
+    print("profile of the check, by Spark stage:\n" + spark_profile.summary(stages))
+    if duckdb_checks.available():
+        seconds, counts = duckdb_checks.run(out / "history")
+        ratio = figures["check"]["seconds"] / seconds
+        figures["duckdb"] = {"seconds": round(seconds, 2), "counts": counts,
+                             "check_to_duckdb": round(ratio, 1)}
+        print(f"DuckDB's three core checks (duplicate, inconsistent-offsets, lost-write) on "
+              f"the same tables: {seconds:.2f} s; counts {counts}; kchaos's whole check "
+              f"takes {ratio:.1f}x as long")
+    else:
+        print("DuckDB is not installed (pip install '.[bench]'): no anchor this run")
     write_results(out, suite)
     print(f"JVM heap: spark.driver.memory={figures['spark_driver_memory']} "
           f"(max heap {figures['jvm_max_heap_mib']:,} MiB)")

@@ -34,12 +34,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from history_analysis.ingest import VALUE, derive_tables
-from history_analysis.tables import TABLES
+from history_analysis.history import schema
+from history_analysis.tables import PAIRED, TABLES, derive
 
 TOPIC = "jt0"
 PAIRS = 32
@@ -59,6 +63,8 @@ REBALANCE_EVENTS = 2 * (1 + 3 * MEMBER_OPS)   # nemesis; revoked, assigned, comm
 SETUP_EVENTS = 2 * (ASSIGNERS + 3 * MEMBER_OPS)  # assign; subscribe, assigned, committed
 FINAL_EVENTS = 2 + PAIRS * FINAL_PAIR_EVENTS
 
+# A client operation's value, as Spark sees the one Arrow struct of schema.py.
+VALUE: StructType = from_arrow_type(schema.VALUE)
 _long, _str = LongType(), StringType()
 OP = StructType([StructField(n, t, True) for n, t in (
     ("invoke_index", _long), ("index", _long), ("process", _long), ("type", _str),
@@ -347,79 +353,21 @@ class BaseRun:
 
 # --- history.jsonl lines -----------------------------------------------------------
 
-def _q(s: Column) -> Column:
-    return F.concat(F.lit('"'), s, F.lit('"'))
-
-
-def _list(items: Column, fn) -> Column:
-    return F.concat(F.lit("["), F.array_join(F.transform(items, fn), ","), F.lit("]"))
-
-
-def _num(c: Column) -> Column:
-    return F.coalesce(c.cast("string"), F.lit("null"))
-
-
-def _tp(x: Column) -> Column:
-    return F.concat(F.lit('{"topic":'), _q(x["topic"]), F.lit(',"partition":'),
-                    x["partition"].cast("string"))
-
-
-def _partitions(items: Column) -> Column:
-    return _list(items, lambda x: F.concat(_tp(x), F.lit("}")))
-
-
-def _offsets_json(items: Column) -> Column:
-    return _list(items, lambda x: F.concat(_tp(x), F.lit(',"offset":'), _num(x["offset"]),
-                                           F.lit("}")))
-
-
-def _value_json(o: Column, completion: bool) -> Column:
-    v, f = (o["done"] if completion else o["asked"]), o["f"]
-    group = F.concat(F.lit('{"group":'), _q(v["group"]))
-    sends = _list(v["sends"], lambda x: F.concat(
-        _tp(x), F.lit(',"value":'), x["value"].cast("string"), F.lit(',"offset":'),
-        _num(x["offset"]), F.lit("}")))
-    reads = _list(v["reads"], lambda x: F.concat(
-        _tp(x), F.lit(',"offset":'), x["offset"].cast("string"), F.lit(',"value":'),
-        _num(x["value"]), F.when(x["raw"].isNotNull(), F.concat(F.lit(',"raw":'), _q(x["raw"])))
-        .otherwise(F.lit("")), F.lit("}")))
-    rebalances = _list(v["rebalances"], lambda x: F.concat(
-        F.lit('{"kind":'), _q(x["kind"]), F.lit(',"group":'), _q(x["group"]),
-        F.lit(',"partitions":'), _partitions(x["partitions"]), F.lit("}")))
-    poll = F.concat(F.lit('{"reads":'), reads, F.lit(',"rebalances":'), rebalances, F.lit("}")) \
-        if completion else F.lit("{}")
-    committed = F.concat(group, F.lit(',"offsets":'), _offsets_json(v["offsets"]), F.lit("}")) \
-        if completion else F.concat(group, F.lit(',"partitions":'), _partitions(v["partitions"]),
-                                    F.lit("}"))
-    ends = F.concat(F.lit('{"offsets":'), _offsets_json(v["offsets"]), F.lit("}")) \
-        if completion else F.concat(F.lit('{"partitions":'), _partitions(v["partitions"]),
-                                    F.lit("}"))
-    return F.when(o["process"] == -1, o["value_json"]) \
-        .when(f == "send", F.concat(F.lit('{"sends":'), sends, F.lit("}"))) \
-        .when(f == "poll", poll) \
-        .when(f == "assign", F.concat(F.lit('{"partitions":'), _partitions(v["partitions"]),
-                                      F.lit(',"seek_to_beginning":'),
-                                      F.when(v["seek_to_beginning"], "true").otherwise("false"),
-                                      F.lit("}"))) \
-        .when(f == "subscribe", F.concat(group, F.lit(',"topics":'),
-                                         _list(v["topics"], _q), F.lit("}"))) \
-        .when(f == "commit", F.concat(group, F.lit(',"offsets":'), _offsets_json(v["offsets"]),
-                                      F.lit("}"))) \
-        .when(f == "committed", committed) \
-        .when(f == "end-offsets", ends)
-
-
 def event_lines(layout: Layout, o: Column) -> Column:
-    """The invocation and completion lines of op `o`: array<struct<index, line>>."""
+    """The invocation and completion lines of op `o`: array<struct<index, line>>.
+    Spark's own JSON writer makes them (null fields left out, as the
+    schema allows); a nemesis value is its JSON text as it is."""
     def line(index: Column, type_: Column, completion: bool) -> Column:
-        error = F.when(o["error"].isNotNull(), F.concat(F.lit(',"error":'), _q(o["error"]))) \
-            .otherwise(F.lit("")) if completion else F.lit("")
-        phase = F.when(o["phase"] == "final", F.lit(',"phase":"final"')).otherwise(F.lit(""))
+        envelope = F.to_json(F.struct(
+            index.alias("index"), layout.time(index).alias("time"),
+            o["process"].alias("process"), type_.alias("type"), o["f"].alias("f"),
+            (o["error"] if completion else F.lit(None).cast("string")).alias("error"),
+            F.when(o["phase"] == "final", F.lit("final")).alias("phase")))
+        value = F.when(o["process"] == schema.NEMESIS_PROCESS, o["value_json"]) \
+            .otherwise(F.to_json(o["done"] if completion else o["asked"]))
         return F.struct(index.alias("index"), F.concat(
-            F.lit('{"index":'), index.cast("string"), F.lit(',"time":'),
-            layout.time(index).cast("string"), F.lit(',"process":'), o["process"].cast("string"),
-            F.lit(',"type":'), _q(type_), F.lit(',"f":'), _q(o["f"]), F.lit(',"value":'),
-            _value_json(o, completion), error, phase, F.lit("}")).alias("line"))
+            F.regexp_replace(envelope, "}$", ""), F.lit(',"value":'), value, F.lit("}"))
+            .alias("line"))
     return F.array(line(o["invoke_index"], F.lit("invoke"), False),
                    line(o["index"], o["type"], True))
 
@@ -445,22 +393,35 @@ def interpreted(spark: SparkSession):
 
 
 def write_tables(ops: DataFrame, layout: Layout, out: Path) -> None:
-    """The Parquet tables of OUT/history, derived by ingest's own rules from
-    the paired operations (so they are exactly what ingesting the JSONL of
-    the same operations gives)."""
+    """The Parquet tables of OUT/history, derived by ingest's own rules
+    (history_analysis.tables.derive) from the paired operations: Spark
+    writes them to a scratch directory, then they are streamed through
+    derive a batch at a time, so memory stays bounded."""
     scratch = out / ".generate"
     shutil.rmtree(scratch, ignore_errors=True)
-    timed = ops.select("invoke_index", "index", layout.time(F.col("invoke_index"))
-                       .alias("invoke_time"), layout.time(F.col("index")).alias("time"),
-                       "process", "type", "f", "phase", "error", "asked", "done", "value_json")
+    paired = ops.select(
+        F.col("index").alias("op_index"), "invoke_index",
+        layout.time(F.col("invoke_index")).alias("invoke_time"),
+        layout.time(F.col("index")).alias("time"), "process", "type",
+        F.coalesce("phase", F.lit("main")).alias("phase"), "f", "error", "asked", "done",
+        "value_json")
     with interpreted(ops.sparkSession):
-        timed.write.parquet(_uri(scratch / "ops"))
-    paired = ops.sparkSession.read.parquet(_uri(scratch / "ops"))
+        paired.write.parquet(_uri(scratch / "ops"))
     target = out / "history"
     shutil.rmtree(target, ignore_errors=True)
-    for name, frame in derive_tables(paired).items():
-        table = TABLES[name]
-        frame.select(*table.columns).orderBy(*table.sort).write.parquet(_uri(target / name))
+    writers = {}
+    try:
+        for name, table in TABLES.items():
+            (target / name).mkdir(parents=True)
+            writers[name] = pq.ParquetWriter(target / name / "part-0.parquet", table.schema,
+                                             compression="zstd", use_dictionary=False)
+        for batch in ds.dataset(scratch / "ops", format="parquet").to_batches(
+                batch_size=1 << 18):
+            for name, rows in derive(pa.Table.from_batches([batch]).cast(PAIRED)).items():
+                writers[name].write_table(rows)
+    finally:
+        for writer in writers.values():
+            writer.close()
     shutil.rmtree(scratch)
 
 

@@ -6,22 +6,25 @@ one place), `inconsistent-offsets` (one place holding more than one value),
 decode) and `aborted-read` (a read of a value whose only sends failed).
 
 The one idea: the version order (distinct topic, partition, offset, value)
-is a relation that must be a bijection between values and places. Grouping
-it by value finds the duplicates, grouping it by place the inconsistent
-offsets; only the few offending keys are then joined back to the
-observations, to name the operations that prove each case.
+must be a bijection between values and places. Grouping a partition's by
+place finds the inconsistent offsets (`findings`, per partition); the
+partitions' value summaries, grouped by value across all partitions, find
+the values placed twice, read but never sent, or read though every send of
+them failed (`cross_partition`); only the observations of those few values
+are then gathered again to name the operations that prove each case.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
+import numpy as np
+import pyarrow as pa
 
-from checkers.history import History
-from checkers.result import CheckOptions, CheckResult, report
-from checkers.version_order import PARTITION, observations, read_values, records
+from checkers.findings import Findings, nullable
+from checkers.grouping import NONE, group_ids, lists, order, rank, starts
+from checkers.partition import FAIL, Partition
 
-PLACE = (*PARTITION, "offset")
+FAMILY = "duplicates"
+TYPES = ("duplicate", "inconsistent-offsets", "garbage-read", "aborted-read")
 
 # A case lists at most this many evidence indexes, places or values: enough
 # to open the operations, bounded even when a broken broker repeats a record
@@ -29,127 +32,195 @@ PLACE = (*PARTITION, "offset")
 LISTED = 16
 
 
-def _evidence(groups: Column) -> Column:
-    """Sorted op indexes proving a case, at most LISTED of them.
-
-    `groups` is an array of structs with `ops` (sorted op indexes), one per
-    place (or value) of the case: the first op of each group comes first, so
-    every place of a duplicate keeps at least one witness when capping.
-    """
-    firsts = F.array_sort(F.transform(groups, lambda g: g["ops"][0]))
-    every = F.array_sort(F.flatten(F.transform(groups, lambda g: g["ops"])))
-    return F.array_sort(F.slice(F.array_distinct(F.concat(firsts, every)), 1, LISTED))
-
-
-def _witnesses(observed: DataFrame, key: list[str], member: list[str]) -> DataFrame:
-    """Per `key`: `groups`, one struct per distinct `member` (sorted), with
-    the sorted op indexes of the observations that saw it."""
-    per_member = observed.groupBy(*key, *member).agg(
-        F.array_sort(F.collect_set("op_index")).alias("ops"))
-    return per_member.groupBy(*key).agg(
-        F.array_sort(F.collect_list(F.struct(*member, "ops"))).alias("groups"))
-
-
-def duplicates(history: History) -> DataFrame:
-    """ANOMALIES.md `duplicate`: a value at more than one (topic, partition,
-    offset). The same value read again at the same offset is one place, so
-    re-reads and concurrent consumers are not duplicates; an unacknowledged
-    send nobody read is not in the version order at all."""
-    duplicated = records(history).groupBy("value").agg(F.count("*").alias("place_count")) \
-        .where(F.col("place_count") > 1)
-    observed = observations(history).join(duplicated.select("value"), "value")
-    cases = _witnesses(observed, ["value"], list(PLACE)).join(duplicated, "value")
-    places = F.transform("groups", lambda g: F.struct(*(g[c].alias(c) for c in PLACE)))
-    return cases.select(
-        F.col("groups")[0]["topic"].alias("topic"),
-        F.col("groups")[0]["partition"].alias("partition"),
-        "value",
-        F.slice(places, 1, LISTED).alias("places"),
-        "place_count",
-        _evidence(F.col("groups")).alias("evidence"),
-    )
+def capped_evidence(case: np.ndarray, member: np.ndarray, op: np.ndarray):
+    """Per case (0, 1, …, sorted): the op indexes that prove it, sorted, at
+    most LISTED: the first op of each member (place or value) first, so
+    every member keeps a witness when capping, then the lowest others.
+    Returns (lengths, flat ops)."""
+    by = order(case, member, op)
+    case, member, op = case[by], member[by], op[by]
+    firsts = starts(case, member)
+    # Distinct (case, op), an op first of some member ranking before the rest.
+    by = order(case, op, ~firsts)
+    case, op, firsts = case[by], op[by], firsts[by]
+    distinct = starts(case, op)
+    case, op, firsts = case[distinct], op[distinct], firsts[distinct]
+    by = order(case, ~firsts, op)
+    case, op = case[by], op[by]
+    kept = rank(starts(case)) < LISTED
+    case, op = case[kept], op[kept]
+    by = order(case, op)
+    case, op = case[by], op[by]
+    cases = np.unique(case)
+    return np.bincount(np.searchsorted(cases, case), minlength=len(cases)), op
 
 
-def inconsistent_offsets(history: History) -> DataFrame:
-    """ANOMALIES.md `inconsistent-offsets`: one (topic, partition, offset)
-    holding more than one value, by the reads and `ok` acknowledgements that
-    disagree. Sends without an acknowledged offset place nothing."""
-    divergent = records(history).groupBy(*PLACE).agg(F.count("*").alias("value_count")) \
-        .where(F.col("value_count") > 1)
-    observed = observations(history).join(divergent.select(*PLACE), list(PLACE))
-    cases = _witnesses(observed, list(PLACE), ["value"]).join(divergent, list(PLACE))
-    return cases.select(
-        *PLACE,
-        F.slice(F.transform("groups", lambda g: g["value"]), 1, LISTED).alias("values"),
-        "value_count",
-        _evidence(F.col("groups")).alias("evidence"),
-    )
+def _listed(case: np.ndarray, items: np.ndarray):
+    """Per case: (count, the first LISTED items) of sorted rows."""
+    first = starts(case)
+    counts = np.bincount(group_ids(first)) if len(case) else np.zeros(0, np.int64)
+    kept = rank(first) < LISTED
+    return counts, np.minimum(counts, LISTED), items[kept]
 
 
-def _values_by_sender(history: History) -> DataFrame:
-    """Per value read: whether any send of it may have happened (`ok` or
-    `info`: anywhere, any partition) and its first failed send, if any.
-    Values no send carries have null `may_have_happened`."""
-    def build(h: History) -> DataFrame:
-        by_value = h["sends"].groupBy("value").agg(
-            F.max(F.col("type") != "fail").alias("may_have_happened"),
-            F.min(F.when(F.col("type") == "fail", F.col("op_index"))).alias("failed_send"))
-        return read_values(h).join(by_value, "value", "left")
-    return history.derived("duplicates.values_by_sender", build)
+def findings(part: Partition, out: Findings) -> None:
+    _inconsistent_offsets(part, out)
+    _undecodable(part, out)
+    _value_summary(part, out)
+    r = part.reads
+    out.stat(FAMILY, "reads_checked", len(r))
+    out.stat(FAMILY, "undecodable_reads", int((~r.has_value).sum()))
+    out.stat(FAMILY, "records", len(part.records[0]))
 
 
-def _read_cases(history: History, suspects: DataFrame) -> DataFrame:
-    """Per record read (topic, partition, offset, value) of a suspect
-    (topic, partition, value): the sorted op indexes of the reads of it."""
-    reads = history["reads"].where(F.col("value").isNotNull())
-    return reads.join(suspects, [*PARTITION, "value"]).groupBy(*PLACE, "value", *(
-        c for c in suspects.columns if c not in (*PARTITION, "value"))).agg(
-        F.array_sort(F.collect_set("op_index")).alias("reads"))
+def _inconsistent_offsets(part: Partition, out: Findings) -> None:
+    """One offset holding more than one value, by the reads and ok
+    acknowledgements that disagree. Sends without an acknowledged offset
+    place nothing."""
+    offsets, values = part.records
+    first = starts(offsets)
+    per_offset = np.bincount(group_ids(first)) if len(offsets) else first
+    divergent = offsets[first][per_offset > 1]
+    if not len(divergent):
+        return
+    o = part.observations
+    seen = np.isin(o.offset, divergent)
+    case = np.searchsorted(divergent, o.offset[seen])
+    lengths, evidence = capped_evidence(case, o.value[seen], o.op[seen])
+    listed = np.isin(offsets, divergent)
+    counts, shown, shown_values = _listed(offsets[listed], values[listed])
+    out.cases("inconsistent-offsets", offset=divergent, values=lists(shown, shown_values),
+              value_count=counts, evidence=lists(lengths, evidence))
 
 
-def garbage_reads(history: History) -> DataFrame:
-    """ANOMALIES.md `garbage-read`: a read of a value that no send of any
-    type carries (an `info` send, even never completed, or a send to another
-    partition, explains it), or of a record that did not decode (value null;
-    its `raw` is kept)."""
-    unsent = _values_by_sender(history).where(F.col("may_have_happened").isNull()) \
-        .select(*PARTITION, "value")
-    decoded = _read_cases(history, unsent).select(
-        *PLACE, "value", F.lit(None).cast("string").alias("raw"),
-        F.slice("reads", 1, LISTED).alias("evidence"))
-    undecodable = history["reads"].where(F.col("value").isNull()) \
-        .groupBy(*PLACE, "value", "raw").agg(
-            F.slice(F.array_sort(F.collect_set("op_index")), 1, LISTED).alias("evidence"))
-    return decoded.unionByName(undecodable)
+def _undecodable(part: Partition, out: Findings) -> None:
+    """Records that did not decode (value null; their bytes kept in raw):
+    `garbage-read`, one case per (offset, raw)."""
+    r = part.reads.where(~part.reads.has_value)
+    if not len(r):
+        return
+    raws, raw_code = np.unique(r.raw.to_numpy(zero_copy_only=False).astype(str),
+                               return_inverse=True)
+    by = order(r.offset, raw_code, r.op)
+    offset, code, op = r.offset[by], raw_code[by], r.op[by]
+    distinct = starts(offset, code, op)
+    offset, code, op = offset[distinct], code[distinct], op[distinct]
+    first = starts(offset, code)
+    _, shown, evidence = _listed(group_ids(first), op)
+    out.cases("garbage-read", offset=offset[first], value=nullable(np.full(first.sum(), NONE)),
+              raw=pa.array(raws[code[first]].tolist(), pa.string()),
+              evidence=lists(shown, evidence))
 
 
-def aborted_reads(history: History) -> DataFrame:
-    """ANOMALIES.md `aborted-read`: a read of a value whose sends all
-    completed `fail`. A value also sent by an `ok` or `info` send is
-    explained by that send, so it is not an aborted read."""
-    aborted = _values_by_sender(history).where(~F.col("may_have_happened")) \
-        .select(*PARTITION, "value", "failed_send")
-    return _read_cases(history, aborted).select(
-        *PLACE, "value",
-        F.array_sort(F.concat(F.array("failed_send"), F.slice("reads", 1, LISTED - 1)))
-        .alias("evidence"),
-    )
-
-
-def check(spark: SparkSession, tables: History, options: CheckOptions) -> CheckResult:
-    result = CheckResult()
-    report(result, options, {
-        "duplicate": duplicates(tables),
-        "inconsistent-offsets": inconsistent_offsets(tables),
-        "garbage-read": garbage_reads(tables),
-        "aborted-read": aborted_reads(tables),
+def _value_summary(part: Partition, out: Findings) -> None:
+    """Per value this partition holds, was sent or read: how many places it
+    has here, whether a send of it may have happened here (ok or info), its
+    first failed send here, and whether it was read here (one hash
+    aggregation over the records, the sends and the reads)."""
+    s, r = part.sends, part.reads
+    _, values = part.records
+    read = r.value[r.has_value]
+    n, m, k = len(values), len(s), len(read)
+    failed = np.where(s.type == FAIL, s.op, NONE)
+    rows = pa.table({
+        "value": np.concatenate([values, s.value, read]),
+        "place": np.concatenate([np.ones(n, np.int64), np.zeros(m + k, np.int64)]),
+        "sent": np.concatenate([np.zeros(n, bool), s.type != FAIL, np.zeros(k, bool)]),
+        "failed_send": pa.array(np.concatenate([np.full(n, NONE), failed, np.full(k, NONE)]),
+                                mask=np.concatenate([np.ones(n, bool), failed == NONE,
+                                                     np.ones(k, bool)])),
+        "read": np.concatenate([np.zeros(n + m, bool), np.ones(k, bool)]),
     })
-    reads = tables["reads"].agg(
-        F.count("*").alias("reads"),
-        F.count(F.when(F.col("value").isNull(), 1)).alias("undecodable")).first()
-    result.stats["duplicates"] = {
-        "reads_checked": reads["reads"],
-        "undecodable_reads": reads["undecodable"],
-        "records": records(tables).count(),
-    }
-    return result
+    by_value = rows.group_by("value").aggregate([
+        ("place", "sum"), ("sent", "any"), ("failed_send", "min"), ("read", "any")])
+    out.values(value=by_value["value"], place_count=by_value["place_sum"],
+               sent=by_value["sent_any"], failed_send=by_value["failed_send_min"],
+               read=by_value["read_any"])
+
+
+# -- across partitions ----------------------------------------------------------------
+
+def across_partitions(max_examples: int):
+    """The function Spark runs per bucket of suspect values (its type hints
+    tell Spark it takes and returns a whole Arrow table)."""
+    def cases(rows: pa.Table) -> pa.Table:
+        return value_cases(rows, max_examples)
+    return cases
+
+
+def value_cases(rows: pa.Table, max_examples: int) -> pa.Table:
+    """The cases of suspect values (several per call), from their
+    observations in every partition: rows of `SUSPECT_OBSERVATIONS` (one per
+    acknowledged send or read of a value, with the value's verdicts)."""
+    out = Findings(max_examples=max_examples)
+    topic_names, topic = np.unique(rows["topic"].to_numpy(zero_copy_only=False).astype(str),
+                                   return_inverse=True)
+    partition = np.asarray(rows["partition"], np.int64)
+    offset, value, op = (np.asarray(rows[c], np.int64) for c in ("offset", "value", "op_index"))
+    is_read = np.asarray(rows["is_read"])
+    duplicated, garbage, aborted = (np.asarray(rows[c]) for c in ("duplicated", "garbage",
+                                                                  "aborted"))
+    failed_send = np.asarray(rows["failed_send"].fill_null(NONE), np.int64)
+
+    if duplicated.any():
+        d = np.flatnonzero(duplicated)
+        by = order(value[d], topic[d], partition[d], offset[d])
+        d = d[by]
+        values, case = np.unique(value[d], return_inverse=True)
+        place = np.unique(np.column_stack([topic[d], partition[d], offset[d]]), axis=0,
+                          return_inverse=True)[1].ravel()
+        lengths, evidence = capped_evidence(case, place, op[d])
+        first_place = starts(value[d], topic[d], partition[d], offset[d])
+        p = d[first_place]
+        counts, shown, listed = _listed(value[p], np.arange(len(p)))
+        heads = np.flatnonzero(starts(value[p]))
+        out.cases("duplicate", topic=pa.array(topic_names[topic[p][heads]].tolist()),
+                  partition=partition[p][heads], value=values, place_count=counts,
+                  places=lists(shown, pa.StructArray.from_arrays(
+                      [pa.array(topic_names[topic[p][listed]].tolist(), pa.string()),
+                       pa.array(partition[p][listed], pa.int32()),
+                       pa.array(offset[p][listed], pa.int64())],
+                      names=["topic", "partition", "offset"])),
+                  evidence=lists(lengths, evidence))
+
+    for type_, mask in (("garbage-read", garbage & is_read), ("aborted-read", aborted & is_read)):
+        if not mask.any():
+            continue
+        m = np.flatnonzero(mask)
+        by = order(topic[m], partition[m], offset[m], value[m], op[m])
+        m = m[by]
+        distinct = starts(topic[m], partition[m], offset[m], value[m], op[m])
+        m = m[distinct]
+        first = starts(topic[m], partition[m], offset[m], value[m])
+        case = group_ids(first)
+        head = m[first]
+        if type_ == "aborted-read":
+            keep = rank(first) < LISTED - 1
+            lengths = np.bincount(case[keep]) + 1
+            ops = np.concatenate([failed_send[head], op[m][keep]])
+            owner = np.concatenate([np.arange(len(head)), case[keep]])
+            by = order(owner, ops)
+            evidence = lists(lengths, ops[by])
+            extra = {}
+        else:
+            _, shown, ops = _listed(case, op[m])
+            evidence = lists(shown, ops)
+            extra = {"raw": pa.nulls(len(head), pa.string())}
+        out.cases(type_, topic=pa.array(topic_names[topic[head]].tolist(), pa.string()),
+                  partition=partition[head], offset=offset[head], value=value[head],
+                  evidence=evidence, **extra)
+    return out.table()
+
+
+SUSPECT_OBSERVATIONS = pa.schema([
+    ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
+    ("value", pa.int64()), ("op_index", pa.int64()), ("is_read", pa.bool_()),
+    ("duplicated", pa.bool_()), ("garbage", pa.bool_()), ("aborted", pa.bool_()),
+    ("failed_send", pa.int64()), ("bucket", pa.int32()),
+])
+
+
+def check(spark, history, options):
+    from checkers.colocated import family_result
+    return family_result(history, options.max_examples, FAMILY, TYPES,
+                         totals=("reads_checked", "undecodable_reads", "records"))[0]

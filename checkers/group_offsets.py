@@ -7,10 +7,9 @@ Owns four anomaly types of ANOMALIES.md: `stale-committed-offset`,
 The one idea: history index order is real-time order (the writer appends in
 real time), so "op A completed before op B was invoked" is A.op_index <
 B.invoke_index, and "what had group G committed for partition P when B
-started" is a running aggregate over one timeline per (group, topic,
-partition) that interleaves commit completions with the invocations of the
-ops that ask. Each question is one window over such a union: no range joins,
-state sized by commits and records, never by offsets.
+started" is a running aggregate over one timeline per (group, partition)
+that interleaves commit completions with the invocations of the ops that
+ask. State is sized by commits and records, never by offsets.
 
 Choices where ANOMALIES.md is silent:
 - Commits overwrite (a later, legitimate commit may be lower), so a
@@ -52,263 +51,260 @@ Choices where ANOMALIES.md is silent:
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession, Window
-from pyspark.sql import functions as F
+import numpy as np
 
-from checkers.history import History
-from checkers.result import CheckOptions, CheckResult, report
-from checkers.version_order import PARTITION, dense_offsets, observations, records
+from checkers.findings import Findings, nullable, pairs
+from checkers.grouping import (
+    NONE, following, joint_keys, latest, lists, min_by_key, order, reduce, starts, take,
+)
+from checkers.partition import (
+    ASSIGNED, FAIL, INFO, LOST, OK, READS, REVOKED, SUBSCRIBE, Columns, Partition,
+)
 
-KEY = ("group", *PARTITION)
+FAMILY = "group-offsets"
+TYPES = ("stale-committed-offset", "group-lost", "resume-skip", "resume-rewind")
 
-# When an op can no longer take effect: an `info` op may land at any later time.
-NEVER = 2 ** 63 - 1
-
-DELIVERED = ("ok", "info")  # ANOMALIES.md `group-lost`: ok or info polls deliver
+NEVER = np.iinfo(np.int64).max   # when an `info` op can no longer take effect
+READ = READS + 100               # a first read, in an assignment timeline
 
 
-def check(spark: SparkSession, tables: History, options: CheckOptions) -> CheckResult:
-    result = CheckResult()
-    report(result, options, {
-        "stale-committed-offset": _stale_committed_offsets(tables),
-        "group-lost": _group_lost(tables),
-        "resume-skip": _resume_skips(tables),
-        "resume-rewind": _resume_rewinds(tables),
-    })
+def findings(part: Partition, out: Findings) -> None:
+    commits = part.commits.where(part.commits.type != FAIL)
+    settled = np.where(commits.type == OK, commits.op, NEVER)
+    zombie = _zombies(part, commits)
+    _stale(part, out, commits.where(~zombie), settled[~zombie])
+    _group_lost(part, out)
+    _resumes(part, out, commits, settled)
+
+
+def _group_names(part: Partition, codes: np.ndarray) -> np.ndarray:
+    return part.groups[codes] if len(codes) else np.zeros(0, dtype=object)
+
+
+def _zombies(part: Partition, commits: Columns) -> np.ndarray:
+    """Per commit: is it a zombie's (module docstring)? One timeline per
+    group of rebalance callbacks at their poll's completion and ok commits
+    at their invocation."""
+    a = part.assignments
+    callback = np.isin(a.kind, (ASSIGNED, REVOKED, LOST)) & (a.group != NONE)
+    ok = commits.type == OK
+    n = int(callback.sum())
+    group = np.concatenate([a.group[callback], commits.group[ok]])
+    process = np.concatenate([a.process[callback], commits.process[ok]])
+    at = np.concatenate([a.op[callback], commits.invoke[ok]])
+    kind = np.concatenate([a.kind[callback], np.full(ok.sum(), NONE)])
+    # Inside one poll: revocations, then assignments; commits after both.
+    rank = np.concatenate([np.where(a.kind[callback] == ASSIGNED, 1, 0),
+                           np.full(ok.sum(), 2)])
+    is_commit = np.arange(len(group)) >= n
+
+    own = np.full(len(group), NONE)
+    by = order(group, process, at, rank)
+    first = starts(group[by], process[by])
+    own[by] = take(kind[by], latest(~is_commit[by], first), NONE)
+
+    owner = np.full(len(group), NONE)
+    by = order(group, at, rank)
+    assigned = kind[by] == ASSIGNED
+    owner[by] = take(process[by], latest(assigned, starts(group[by])), NONE)
+
+    zombie = is_commit & (own == ASSIGNED) & (owner != NONE) & (owner != process)
+    result = np.zeros(len(commits), dtype=bool)
+    result[np.flatnonzero(ok)] = zombie[n:]
     return result
 
 
-def _invocations(history: History, *fs: str) -> DataFrame:
-    """(op_index, invoke_index) of the ops named `fs`."""
-    return history["ops"].where(F.col("f").isin(*fs)) \
-        .select(F.col("index").alias("op_index"), "invoke_index")
+def _stale(part: Partition, out: Findings, commits: Columns, settled: np.ndarray) -> None:
+    """`stale-committed-offset`: an ok committed op returned less than (or
+    no) offset c of the latest ok commit W completed before it was invoked,
+    and no commit that could have landed after W explains the value."""
+    k = part.committed
+    fetch = k.where(k.type == OK)
+    ok = commits.type == OK
+    m = int(ok.sum())
+    group = np.concatenate([commits.group[ok], fetch.group])
+    at = np.concatenate([commits.op[ok], fetch.invoke])
+    by = order(group, at)
+    is_commit = np.arange(len(group)) < m
+    at_sorted = latest(is_commit[by], starts(group[by]))
+    w = np.full(len(group), NONE)
+    w[by] = take(by, at_sorted, NONE)
+    w = w[m:]                                  # per fetch: W's row among the ok commits
+    has_w = w != NONE
+    w_offset = take(commits.offset[ok], w, NONE)
+    suspect = has_w & ((fetch.offset == NONE) | (fetch.offset < w_offset))
+    if not suspect.any():
+        return
+    s = np.flatnonzero(suspect)
+    w_invoke = take(commits.invoke[ok], w, NONE)[s]
+    w_op = take(commits.op[ok], w, NONE)[s]
+    # Candidates that could explain each suspect: same group and offset.
+    key, asked = joint_keys((commits.group, commits.offset), (fetch.group[s], fetch.offset[s]))
+    by = np.argsort(key, kind="stable")
+    key, c_settled, c_invoke = key[by], settled[by], commits.invoke[by]
+    lo, hi = np.searchsorted(key, asked, "left"), np.searchsorted(key, asked, "right")
+    sizes = np.where(fetch.offset[s] == NONE, 0, hi - lo)
+    explained = np.zeros(len(s), dtype=bool)
+    if sizes.sum():
+        which = np.repeat(np.arange(len(s)), sizes)
+        rows = np.repeat(lo - np.concatenate([[0], np.cumsum(sizes)[:-1]]), sizes) \
+            + np.arange(sizes.sum())
+        hit = (c_settled[rows] > w_invoke[which]) & (c_invoke[rows] < fetch.op[s][which])
+        explained[np.unique(which[hit])] = True
+    stale = ~explained
+    out.cases("stale-committed-offset",
+              group=_group_names(part, fetch.group[s][stale]),
+              committed_offset=w_offset[s][stale],
+              returned_offset=nullable(fetch.offset[s][stale]),
+              evidence=pairs(w_op[stale], fetch.op[s][stale]))
 
 
-def _commits(history: History) -> DataFrame:
-    """Commit rows that may have happened (not `fail`), with `invoke_index`
-    and `settled`: the index after which the commit can no longer land."""
-    def build(h: History) -> DataFrame:
-        return h["commits"].where(F.col("type") != "fail") \
-            .join(_invocations(h, "commit"), "op_index") \
-            .select(*KEY, "op_index", "invoke_index", "process", "type", "offset",
-                    F.when(F.col("type") == "ok", F.col("op_index")).otherwise(F.lit(NEVER))
-                    .alias("settled"))
-    return history.derived("group_offsets.commits", build)
+def _group_lost(part: Partition, out: Findings) -> None:
+    """`group-lost`: a value of the version order below C, the highest ok
+    commit of (G, P), that no member of G was delivered."""
+    c = part.commits.where(part.commits.type == OK)
+    if len(c) == 0:
+        return
+    offsets, values = part.records
+    r = part.reads.where(np.isin(part.reads.type, (OK, INFO)) & part.reads.has_value)
+    s = part.sends
+    obs = part.observations
+    for code in np.unique(c.group):
+        mine = c.group == code
+        top = order(c.offset[mine], -c.op[mine])[-1]     # highest; ties: the earliest
+        committed, commit_index = c.offset[mine][top], c.op[mine][top]
+        name = part.groups[code]
+        members = np.array([p for g, p in part.context.members if g == name], dtype=np.int64)
+        delivered = r.value[np.isin(r.process, members)]
+        owed = offsets < committed
+        lost = owed & ~np.isin(values, delivered)
+        if not lost.any():
+            continue
+        lost_offsets, lost_values = offsets[lost], values[lost]
+        # Evidence: a send of the value (any type), else an op that saw it there.
+        sent_by = min_by_key((s.value,), s.op, (lost_values,))
+        seen_by = min_by_key((obs.offset, obs.value), obs.op, (lost_offsets, lost_values))
+        out.cases("group-lost", group=np.full(lost.sum(), name, dtype=object),
+                  value=lost_values, offset=lost_offsets,
+                  committed_offset=np.full(lost.sum(), committed),
+                  evidence=pairs(np.where(sent_by != NONE, sent_by, seen_by),
+                                  np.full(lost.sum(), commit_index)))
 
 
-def _zombie_commits(history: History) -> DataFrame:
-    """(op_index) of the zombie commits (module docstring): one timeline
-    per (group, partition) of rebalance callbacks at their poll's
-    completion and ok commits at their invocation."""
-    callbacks = history["assignments"] \
-        .where(F.col("kind").isin("assigned", "revoked", "lost") & F.col("group").isNotNull()) \
-        .select(*KEY, "process", F.col("op_index").alias("at"), "kind",
-                # Inside one poll: revocations, then assignments.
-                F.when(F.col("kind") == "assigned", 1).otherwise(0).alias("rank"))
-    commits = _commits(history).where(F.col("type") == "ok") \
-        .select(*KEY, "process", F.col("invoke_index").alias("at"), "op_index",
-                F.lit(2).alias("rank"))
-    timeline = callbacks.unionByName(commits, allowMissingColumns=True)
+def _resumes(part: Partition, out: Findings, commits: Columns, settled: np.ndarray) -> None:
+    """`resume-skip` and `resume-rewind`: per group assignment of the
+    partition that the member then read, with an ok commit before it and
+    none in flight, compare the first read f with c."""
+    r = part.reads.where(np.isin(part.reads.type, (OK, INFO)))
+    # First reads: per delivering poll, the offset of its first record here.
+    by = order(r.process, r.op, r.pos)
+    first = starts(r.process[by], r.op[by])
+    fr_process, fr_op, fr_offset = r.process[by][first], r.op[by][first], r.offset[by][first]
 
-    def so_far(*keys: str) -> Window:
-        return Window.partitionBy(*keys).orderBy("at", "rank") \
-            .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    own = F.last("kind", ignorenulls=True).over(so_far(*KEY, "process"))
-    owner = F.last(F.when(F.col("kind") == "assigned", F.col("process")), ignorenulls=True) \
-        .over(so_far(*KEY))
-    return timeline.select("op_index", "process", own.alias("own"), owner.alias("owner")) \
-        .where(F.col("op_index").isNotNull() & (F.col("own") == "assigned")
-               & (F.col("owner") != F.col("process"))) \
-        .select("op_index")
+    a = part.assignments
+    rank = np.where(np.isin(a.kind, (REVOKED, LOST)), 0, 1)
+    process, op, kind, group, invoke = a.process, a.op, a.kind, a.group, a.invoke
+    subscribed = [s for s in part.context.subscriptions if s[0] == part.topic
+                  and (s[3], part.topic) not in part.context.assigned_topics]
+    if subscribed:
+        s_op, s_invoke, s_process = (np.array([s[i] for s in subscribed], np.int64)
+                                     for i in (1, 2, 3))
+        s_group = part.group_codes(np.array([s[4] for s in subscribed], dtype=object))
+        # Only a subscriber that later read the partition was "assigned" it.
+        last_read = np.full(len(s_op), NONE)
+        if len(fr_op):
+            pby = order(fr_process, fr_op)
+            pf = starts(fr_process[pby])
+            procs, last = fr_process[pby][pf], reduce(np.maximum, fr_op[pby], pf)
+            at = np.searchsorted(procs, s_process)
+            at = np.minimum(at, len(procs) - 1)
+            last_read = np.where(procs[at] == s_process, last[at], NONE)
+        keep = (last_read != NONE) & (last_read > s_op)
+        process = np.concatenate([process, s_process[keep]])
+        op = np.concatenate([op, s_op[keep]])
+        kind = np.concatenate([kind, np.full(keep.sum(), SUBSCRIBE)])
+        group = np.concatenate([group, s_group[keep]])
+        invoke = np.concatenate([invoke, s_invoke[keep]])
+        rank = np.concatenate([rank, np.ones(keep.sum(), np.int64)])
 
+    n = len(process)
+    process = np.concatenate([process, fr_process])
+    op = np.concatenate([op, fr_op])
+    kind = np.concatenate([kind, np.full(len(fr_op), READ)])
+    group = np.concatenate([group, np.full(len(fr_op), NONE)])
+    invoke = np.concatenate([invoke, np.full(len(fr_op), NONE)])
+    rank = np.concatenate([rank, np.full(len(fr_op), 2)])
+    offset = np.concatenate([np.full(n, NONE), fr_offset])
+    by = order(process, op, rank)
+    process, op, kind, group, invoke, offset = (x[by] for x in (process, op, kind, group,
+                                                                  invoke, offset))
+    first = starts(process)
+    next_kind, next_op = following(kind, first, NONE), following(op, first, NONE)
+    next_offset = following(offset, first, NONE)
+    resume = np.isin(kind, (ASSIGNED, SUBSCRIBE)) & (next_kind == READ) & (group != NONE)
+    if not resume.any():
+        return
+    group, process, assignment, assigned_at = group[resume], process[resume], op[resume], \
+        invoke[resume]
+    read_index, first_read = next_op[resume], next_offset[resume]
 
-def _running(order_by: str) -> Window:
-    return Window.partitionBy(*KEY).orderBy(order_by) \
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    c_offset, c_op = np.full(len(group), NONE), np.full(len(group), NONE)
+    last_settled = np.full(len(group), NONE)
+    ok = commits.type == OK
+    for code in np.unique(group):
+        mine = group == code
+        done = ok & (commits.group == code)
+        if done.any():
+            c_offset[mine], c_op[mine] = _highest_before(commits.op[done], commits.offset[done],
+                                                         assigned_at[mine])
+        asked = commits.group == code
+        if asked.any():
+            last_settled[mine] = _max_before(commits.invoke[asked], settled[asked],
+                                             read_index[mine])
+    keep = (c_op != NONE) & ((last_settled == NONE) | (last_settled < assigned_at))
+    names = _group_names(part, group)
+    evidence = np.column_stack([c_op, assignment, read_index])
 
+    def report(type_: str, mask: np.ndarray) -> None:
+        if mask.any():
+            out.cases(type_, group=names[mask], process=process[mask],
+                      committed_offset=c_offset[mask], first_read_offset=first_read[mask],
+                      evidence=lists(np.full(mask.sum(), 3), evidence[mask].ravel()))
 
-def _stale_committed_offsets(history: History) -> DataFrame:
-    """ANOMALIES.md `stale-committed-offset`: an `ok` committed op returned
-    less than (or no) offset c of the latest `ok` commit W completed before
-    it was invoked, and no commit that could have landed after W explains
-    the value it returned. Zombie commits count for neither."""
-    commits = _commits(history).join(_zombie_commits(history), "op_index", "left_anti")
-    fetches = history["committed"].where(F.col("type") == "ok") \
-        .join(_invocations(history, "committed"), "op_index")
-    # One timeline per key: commits at their completion, fetches at their
-    # invocation (distinct events, so distinct indexes: no ties).
-    timeline = commits.where(F.col("type") == "ok").select(
-        *KEY, F.col("op_index").alias("at"),
-        F.struct("op_index", "invoke_index", "offset").alias("commit"),
-    ).unionByName(fetches.select(
-        *KEY, F.col("invoke_index").alias("at"),
-        F.struct("op_index", "offset").alias("fetch"),
-    ), allowMissingColumns=True)
-    latest = F.last("commit", ignorenulls=True).over(_running("at"))
-    suspects = timeline.select(*KEY, "fetch", latest.alias("w")) \
-        .where(F.col("fetch").isNotNull() & F.col("w").isNotNull()
-               & (F.col("fetch.offset").isNull() | (F.col("fetch.offset") < F.col("w.offset"))))
-
-    s, e = suspects.alias("s"), commits.alias("e")
-    explained_by = [F.col(f"s.{k}") == F.col(f"e.{k}") for k in KEY] + [
-        F.col("e.offset") == F.col("s.fetch.offset"),
-        F.col("e.settled") > F.col("s.w.invoke_index"),
-        F.col("e.invoke_index") < F.col("s.fetch.op_index"),
-    ]
-    return s.join(e, explained_by, "left_anti").select(
-        *KEY,
-        F.col("w.offset").alias("committed_offset"),
-        F.col("fetch.offset").alias("returned_offset"),
-        F.array(F.col("w.op_index"), F.col("fetch.op_index")).alias("evidence"),
-    )
-
-
-def _members(history: History) -> DataFrame:
-    """(group, process): who belonged to a group (module docstring)."""
-    by_assignment = history["assignments"].where(F.col("group").isNotNull()) \
-        .select("group", "process")
-    by_commit = history["commits"].select("group", "process")
-    return by_assignment.unionByName(by_commit).distinct()
-
-
-def _group_lost(history: History) -> DataFrame:
-    """ANOMALIES.md `group-lost`: a value of the version order below C, the
-    highest `ok` commit of (G, P), that no member of G was delivered."""
-    top = F.max(F.struct("offset", (-F.col("op_index")).alias("earliest")))
-    highest = history["commits"].where(F.col("type") == "ok").groupBy(*KEY) \
-        .agg(top.alias("top")) \
-        .select(*KEY, F.col("top.offset").alias("committed_offset"),
-                (-F.col("top.earliest")).alias("commit_index"))
-    owed = records(history).join(highest, list(PARTITION)) \
-        .where(F.col("offset") < F.col("committed_offset"))
-    delivered = history["reads"] \
-        .where(F.col("type").isin(*DELIVERED) & F.col("value").isNotNull()) \
-        .select("process", *PARTITION, "value") \
-        .join(_members(history), "process")
-    # Kept: the evidence below reads it three times, and it is small unless
-    # the broker lost much.
-    lost = history.derived("group_offsets.lost", lambda _: owed.join(
-        delivered, [*KEY, "value"], "left_anti"))
-
-    # Evidence: a send of the value (any type), else an op that saw it there.
-    places = lost.select(*PARTITION, "offset", "value").distinct()
-    sent_by = history["sends"].join(places.drop("offset"), [*PARTITION, "value"]) \
-        .groupBy(*PARTITION, "value").agg(F.min("op_index").alias("send_index"))
-    seen_by = observations(history).join(places, [*PARTITION, "offset", "value"]) \
-        .groupBy(*PARTITION, "offset", "value").agg(F.min("op_index").alias("seen_index"))
-    return lost.join(sent_by, [*PARTITION, "value"], "left") \
-        .join(seen_by, [*PARTITION, "offset", "value"], "left") \
-        .select(*KEY, "value", "offset", "committed_offset",
-                F.array(F.coalesce("send_index", "seen_index"), F.col("commit_index"))
-                .alias("evidence"))
+    report("resume-rewind", keep & (first_read < c_offset))
+    ahead = keep & (first_read > c_offset)
+    if ahead.any():
+        # Values at offsets in [c, f): a gap of markers or compacted offsets is no skip.
+        held = part.value_offsets
+        at = np.searchsorted(held, c_offset)
+        next_value = np.where(at < len(held), held[np.minimum(at, max(len(held) - 1, 0))]
+                              if len(held) else NONE, NONE)
+        report("resume-skip", ahead & (next_value != NONE) & (next_value < first_read))
 
 
-def _first_reads(history: History) -> DataFrame:
-    """Per delivering poll and partition: the offset of its first record."""
-    return history["reads"].where(F.col("type").isin(*DELIVERED)) \
-        .groupBy("process", *PARTITION, "op_index") \
-        .agg(F.min_by("offset", "pos").alias("offset"))
+def _highest_before(ops: np.ndarray, offsets: np.ndarray, before: np.ndarray):
+    """Per `before`: (offset, op) of the highest commit completed before it
+    (ties: the latest), or NONEs."""
+    by = np.argsort(ops, kind="stable")
+    ops, offsets = ops[by], offsets[by]
+    pair_rank = np.lexsort((ops, offsets))     # rank of (offset, op) among commits
+    ranks = np.empty(len(ops), np.int64)
+    ranks[pair_rank] = np.arange(len(ops))
+    best = np.maximum.accumulate(ranks)        # prefix maximum, in completion order
+    upto = np.searchsorted(ops, before) - 1    # commits completed before
+    found = upto >= 0
+    winner = pair_rank[best[np.maximum(upto, 0)]]
+    return (np.where(found, offsets[winner], NONE), np.where(found, ops[winner], NONE))
 
 
-def _assignment_events(history: History, first_reads: DataFrame) -> DataFrame:
-    """Rows that change what a process consumes of a partition: `kind`,
-    `group`, `op_index` and `rank` (order inside one poll: revocations, then
-    assignments, then the records it returned)."""
-    rows = history["assignments"]
-    by_partition = rows.where(F.col("partition").isNotNull()).select(
-        "process", *PARTITION, "op_index", "kind", "group",
-        F.when(F.col("kind").isin("revoked", "lost"), 0).otherwise(1).alias("rank"))
-    reported = rows.where(F.col("kind") == "assigned").select("process", "topic").distinct()
-    subscribed = rows.where(F.col("kind") == "subscribe") \
-        .join(reported, ["process", "topic"], "left_anti") \
-        .select("process", "topic", "group", F.col("op_index").alias("subscribed_at"))
-    read_until = first_reads.groupBy("process", *PARTITION) \
-        .agg(F.max("op_index").alias("last_read"))
-    by_subscribe = subscribed.join(read_until, ["process", "topic"]) \
-        .where(F.col("last_read") > F.col("subscribed_at")) \
-        .select("process", *PARTITION, F.col("subscribed_at").alias("op_index"),
-                F.lit("subscribe").alias("kind"), "group", F.lit(1).alias("rank"))
-    return by_partition.unionByName(by_subscribe)
+def _max_before(at: np.ndarray, values: np.ndarray, before: np.ndarray) -> np.ndarray:
+    """Per `before`: the largest value among rows whose `at` is below it."""
+    by = np.argsort(at, kind="stable")
+    at, best = at[by], np.maximum.accumulate(values[by])
+    upto = np.searchsorted(at, before) - 1
+    return np.where(upto >= 0, best[np.maximum(upto, 0)], NONE)
 
 
-def _resumes(history: History) -> DataFrame:
-    """Per group assignment of a partition that the member then read, with
-    a commit before it and none in flight: `committed_offset` c,
-    `first_read_offset` f and the three op indexes of the evidence."""
-    def build(h: History) -> DataFrame:
-        first_reads = _first_reads(h)
-        events = _assignment_events(h, first_reads)
-        per_member = Window.partitionBy("process", *PARTITION).orderBy("op_index", "rank")
-        following = F.lead(F.struct("kind", "op_index", "offset")).over(per_member)
-        timeline = events.unionByName(
-            first_reads.withColumn("kind", F.lit("read")).withColumn("rank", F.lit(2)),
-            allowMissingColumns=True)
-        read_after = timeline.select("*", following.alias("next")) \
-            .where(F.col("kind").isin("assigned", "subscribe")
-                   & (F.col("next.kind") == "read") & F.col("group").isNotNull()) \
-            .join(_invocations(h, "poll", "subscribe"), "op_index") \
-            .select(*KEY, "process", F.col("op_index").alias("assignment_index"),
-                    F.col("invoke_index").alias("assigned_at"),
-                    F.col("next.op_index").alias("read_index"),
-                    F.col("next.offset").alias("first_read_offset"))
-
-        commits = _commits(h)
-        by_key = commits.select(
-            *KEY, F.col("op_index").alias("by_completion"),
-            F.col("invoke_index").alias("by_invocation"), "settled",
-            F.when(F.col("type") == "ok", F.struct("offset", "op_index")).alias("commit"),
-        ).unionByName(read_after.select(
-            *KEY, F.col("assigned_at").alias("by_completion"),
-            F.col("read_index").alias("by_invocation"),
-            F.struct(*read_after.columns).alias("resume")), allowMissingColumns=True)
-        # c: the highest ok commit completed before the assignment was
-        # invoked (ties: the latest). In flight: a commit invoked before the
-        # first read completed that had not settled when the assignment began.
-        highest = F.max("commit").over(_running("by_completion"))
-        last_settled = F.max("settled").over(_running("by_invocation"))
-        return by_key.select("resume.*", highest.alias("c"), last_settled.alias("settled")) \
-            .where(F.col("assignment_index").isNotNull() & F.col("c").isNotNull()
-                   & (F.col("settled").isNull() | (F.col("settled") < F.col("assigned_at")))) \
-            .select(*KEY, "process", F.col("c.offset").alias("committed_offset"),
-                    "first_read_offset",
-                    F.array("c.op_index", "assignment_index", "read_index").alias("evidence"))
-    return history.derived("group_offsets.resumes", build)
-
-
-def _resume_cases(frame: DataFrame) -> DataFrame:
-    return frame.select(*KEY, "process", "committed_offset", "first_read_offset", "evidence")
-
-
-def _resume_rewinds(history: History) -> DataFrame:
-    """ANOMALIES.md `resume-rewind`: the first read starts before c."""
-    resumes = _resumes(history)
-    return _resume_cases(resumes.where(F.col("first_read_offset") < F.col("committed_offset")))
-
-
-def _resume_skips(history: History) -> DataFrame:
-    """ANOMALIES.md `resume-skip`: the first read f starts after c and the
-    version order holds values at offsets in [c, f) (a gap of markers or
-    compacted offsets alone is no skip)."""
-    ahead = _resumes(history).where(F.col("first_read_offset") > F.col("committed_offset"))
-    if ahead.isEmpty():  # the usual case: spare the version order a shuffle
-        return _resume_cases(ahead)
-    return _resume_cases(_with_next_value_offset(history, ahead, "committed_offset")
-                         .where(F.col("next_value_offset") < F.col("first_read_offset")))
-
-
-def _with_next_value_offset(history: History, probes: DataFrame, at: str) -> DataFrame:
-    """`probes` plus `next_value_offset`: the lowest offset ≥ probes[at] of
-    the probe's partition that holds a value (null if none).
-
-    One pass over the partition's value offsets in descending order, probes
-    after the offset they ask about: a running minimum, sized by records.
-    """
-    values = dense_offsets(history).select(*PARTITION, "offset", F.lit(False).alias("is_probe"))
-    asks = probes.select(*PARTITION, F.col(at).alias("offset"), F.lit(True).alias("is_probe"),
-                         F.struct(*probes.columns).alias("probe"))
-    downwards = Window.partitionBy(*PARTITION).orderBy(F.col("offset").desc(), "is_probe") \
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    nearest = F.min(F.when(~F.col("is_probe"), F.col("offset"))).over(downwards)
-    return values.unionByName(asks, allowMissingColumns=True) \
-        .select("is_probe", "probe", nearest.alias("next_value_offset")) \
-        .where("is_probe").select("probe.*", "next_value_offset")
+def check(spark, history, options):
+    from checkers.colocated import family_result
+    return family_result(history, options.max_examples, FAMILY, TYPES)[0]

@@ -1,39 +1,95 @@
-"""The history as checkers see it: the Parquet tables plus derived frames.
+"""The history as checkers see it: the Parquet tables as Spark frames, plus
+what the checks derive from them once per history.
 
-Derived frames (the version order, positions …) are built once per run by
-whichever checker asks first and kept (memory, spilling to disk) for the
-others, then released when the suite is done.
+Derived frames are built by whichever check asks first and kept (memory,
+spilling to disk) for the others; derived values (small results already on
+the driver) are kept too. `release` drops both when the suite is done.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
-from history_analysis.tables import read_tables
+from checkers.summary import Summary
+from history_analysis.spark import FIXED_SHUFFLE_PARTITIONS, SHUFFLE_PARTITIONS
+from history_analysis.tables import TABLES, read_tables
+
+# Shuffle partitions: about this many bytes of Parquet input each (a small
+# run gets one, so its check is not a hundred empty tasks) — unless the
+# session was given spark.sql.shuffle.partitions.
+BYTES_PER_SHUFFLE_PARTITION = 48 << 20
 
 
 class History:
-    def __init__(self, spark: SparkSession, frames: dict[str, DataFrame]):
+    def __init__(self, spark: SparkSession, tables_dir: Path, frames: dict[str, DataFrame],
+                 arrow: dict, input_bytes: int = 0, scratch: tempfile.TemporaryDirectory = None):
         self.spark = spark
+        self.tables_dir = tables_dir
         self._frames = frames
-        self._derived: dict[str, DataFrame] = {}
+        self._arrow = arrow     # the same tables as pyarrow datasets
+        self._scratch = scratch
+        self._derived: dict[Any, DataFrame] = {}
+        self._memo: dict[Any, Any] = {}
+        fixed = spark.conf.get(FIXED_SHUFFLE_PARTITIONS, "false") == "true"
+        self.shuffle_partitions = spark.conf.get(SHUFFLE_PARTITIONS) if fixed else \
+            str(max(1, min(400, input_bytes // BYTES_PER_SHUFFLE_PARTITION + 1)))
 
     @classmethod
-    def open(cls, spark: SparkSession, tables_dir) -> "History":
-        return cls(spark, read_tables(spark, tables_dir))
+    def open(cls, spark: SparkSession, tables_dir, scratch=None) -> "History":
+        tables_dir = Path(tables_dir).resolve()
+        frames = read_tables(spark, tables_dir)       # each checked first
+        size = sum(p.stat().st_size for p in tables_dir.rglob("*.parquet"))
+        arrow = {name: ds.dataset(tables_dir / name, format="parquet") for name in TABLES}
+        return cls(spark, tables_dir, frames, arrow, size, scratch)
+
+    @classmethod
+    def from_arrow(cls, spark: SparkSession, tables: dict) -> "History":
+        """A history from in-memory Arrow tables (history_analysis.tables),
+        written to a scratch directory that `release` removes."""
+        scratch = tempfile.TemporaryDirectory(prefix="kchaos-history-")
+        for name in TABLES:
+            (Path(scratch.name) / name).mkdir()
+            pq.write_table(tables[name], Path(scratch.name) / name / "part-0.parquet")
+        return cls.open(spark, scratch.name, scratch)
 
     def __getitem__(self, table: str) -> DataFrame:
         return self._frames[table]
 
-    def derived(self, key: str, build: Callable[["History"], DataFrame]) -> DataFrame:
+    def summary(self) -> Summary:
+        return self.memo("summary", lambda: Summary.of(self._arrow))
+
+    def derived(self, key: Any, build: Callable[[], DataFrame]) -> DataFrame:
         if key not in self._derived:
-            self._derived[key] = build(self).persist(StorageLevel.MEMORY_AND_DISK)
+            self.spark.conf.set(SHUFFLE_PARTITIONS, self.shuffle_partitions)
+            self._derived[key] = build().persist(StorageLevel.MEMORY_AND_DISK)
         return self._derived[key]
+
+    def memo(self, key: Any, build: Callable[[], Any]) -> Any:
+        """build()'s result, made once; a failure is kept too, so the
+        families that share it fail at once rather than each running it."""
+        if key not in self._memo:
+            self.spark.conf.set(SHUFFLE_PARTITIONS, self.shuffle_partitions)
+            try:
+                self._memo[key] = (build(), None)
+            except Exception as e:  # noqa: BLE001 — re-raised to every caller
+                self._memo[key] = (None, e)
+        value, error = self._memo[key]
+        if error is not None:
+            raise error
+        return value
 
     def release(self) -> None:
         for frame in self._derived.values():
             frame.unpersist()
         self._derived.clear()
+        self._memo.clear()
+        if self._scratch is not None:
+            self._scratch.cleanup()

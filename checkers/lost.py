@@ -5,7 +5,7 @@ for sure once an `ok` poll read past its position (`lost-write`: the consumer
 went over it). An acknowledged send that no `ok` poll read and nobody read
 past is `unseen`: proven lost only where the final phase recorded the
 partition's end and its reads reached that end, otherwise the verdict for it
-is unknown. Everything is built from `version_order.sent`, sized by records.
+is unknown. Both are judged per partition, sized by records.
 
 When the final reads "reached the end" e of a partition (the rule behind a
 proven `unseen`): let r be the highest offset any `ok` final-phase poll read
@@ -28,147 +28,132 @@ it "never evidence of anything", so it does not block the rule.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession, Window
-from pyspark.sql import functions as F
+import numpy as np
 
-from checkers.history import History
-from checkers.result import CheckOptions, CheckResult, report
-from checkers.version_order import PARTITION, dense_offsets, sent
+from checkers.findings import (
+    FINAL_READS_SHORT, UNDECIDED, UNDECIDED_PARTITION, Findings, nullable, pairs, singles,
+)
+from checkers.grouping import NONE, order, reduce, starts
+from checkers.partition import OK, TYPES as COMPLETIONS, Partition
 
-_SERIES_BUCKETS = 100  # at most this many points in the unseen-count series
+FAMILY = "lost"
+TYPES = ("lost-write", "unseen")
 
-_UNKNOWN_REASON = (
+UNKNOWN_REASON = (
     "acknowledged sends that no ok poll read and that nobody read past; they are "
     "proven lost only where the final phase recorded the partition's end "
     "(end-offsets) and its reads reached it, and here the end was not recorded "
     "(end_offset null) or the final reads stopped short of it (final_read_to)")
 
 
-def _unread(history: History) -> DataFrame:
-    """Sends that must have happened (ANOMALIES.md) and that no `ok` poll
-    read, with `later_read`: the lowest history index of an `ok` poll that
-    read a value at an offset after the send's position in its partition
-    (null if none, or if the position is unknown)."""
-    def build(h: History) -> DataFrame:
-        missed = sent(h).where(F.col("must_have_happened") & ~F.col("read_ok")) \
-            .select("op_index", "type", *PARTITION, "value", "position")
-        placed = missed.where(F.col("position").isNotNull())
-        # One row per offset an ok poll read a value at (ANOMALIES.md: "read a
-        # value"; undecodable records are garbage-read's), with the first such
-        # poll. Partial aggregation keeps the shuffle to distinct offsets.
-        read_at = h["reads"].where((F.col("type") == "ok") & F.col("value").isNotNull()) \
-            .groupBy(*PARTITION, "offset").agg(F.min("op_index").alias("first_read"))
-        # Ordered by descending offset, the rows strictly before a send's
-        # position are exactly the offsets after it: a running min from the
-        # partition's start (Spark's unbounded-following frames are O(n^2)).
-        rows = placed.select(*PARTITION, F.col("position").alias("offset"),
-                             F.struct("op_index", "type", "value", "position")
-                             .alias("send"), F.lit(None).cast("long").alias("first_read")) \
-            .unionByName(read_at.select(*PARTITION, "offset",
-                                        F.lit(None).alias("send"), "first_read"))
-        after = Window.partitionBy(*PARTITION).orderBy(-F.col("offset")) \
-            .rangeBetween(Window.unboundedPreceding, -1)
-        judged = rows.withColumn("later_read", F.min("first_read").over(after)) \
-            .where(F.col("send").isNotNull()) \
-            .select("send.op_index", "send.type", *PARTITION, "send.value",
-                    "send.position", "later_read")
-        unplaced = missed.where(F.col("position").isNull()) \
-            .withColumn("later_read", F.lit(None).cast("long"))
-        return judged.unionByName(unplaced)
-    return history.derived("lost.unread", build)
+def _first_read_after(part: Partition, positions: np.ndarray) -> np.ndarray:
+    """Per position: the lowest history index of an `ok` poll that read a
+    value at an offset after it (NONE if none, or if the position is)."""
+    r = part.reads
+    ok = (r.type == OK) & r.has_value
+    offsets, ops = r.offset[ok], r.op[ok]
+    by = order(offsets, ops)
+    offsets, ops = offsets[by], ops[by]
+    first = starts(offsets)
+    read_at, first_read = offsets[first], reduce(np.minimum, ops, first)
+    if len(read_at) == 0:
+        return np.full(len(positions), NONE)
+    from_here = np.minimum.accumulate(first_read[::-1])[::-1]   # min over offsets ≥ each
+    after = np.searchsorted(read_at, positions, side="right")
+    found = (positions != NONE) & (after < len(read_at))
+    return np.where(found, from_here[np.minimum(after, len(read_at) - 1)], NONE)
 
 
-def _lost_writes(history: History) -> DataFrame:
-    return _unread(history).where(F.col("later_read").isNotNull()).select(
-        *PARTITION, "value", F.col("position").alias("offset"),
-        F.col("type").alias("send_type"),
-        F.array("op_index", "later_read").alias("evidence"))
+def findings(part: Partition, out: Findings) -> None:
+    s, sent = part.sends, part.sent
+    missed = sent.must_have_happened & ~sent.read_ok
+    later = np.where(missed, _first_read_after(part, sent.position), NONE)
+    lost = later != NONE
+    out.cases("lost-write", value=s.value[lost], offset=sent.position[lost],
+              send_type=np.array(COMPLETIONS, dtype=object)[s.type[lost]],
+              evidence=pairs(s.op[lost], later[lost]))
+
+    ends = _final_reads(part, out)
+    unseen = missed & (s.type == OK) & (later == NONE)
+    if unseen.any():
+        _judge_unseen(part, out, unseen, ends)
+    _series(part, out)
 
 
-def _partition_ends(history: History, unseen: DataFrame) -> DataFrame:
-    """Per partition with unseen sends: their count, the recorded end
-    (the last end-offsets op's), how far the final reads went, and whether
-    that proves the unseen sends lost (the rule in the module docstring)."""
-    ends = history["end_offsets"].groupBy(*PARTITION).agg(
-        F.max(F.struct("op_index", "offset")).alias("end")) \
-        .select(*PARTITION, F.col("end.offset").alias("end_offset"),
-                F.col("end.op_index").alias("end_index"))
-    # Any record an ok final poll returned, decodable or not, shows how far
-    # its consumer got.
-    final_reads = history["reads"].where(
-        (F.col("type") == "ok") & (F.col("phase") == "final")) \
-        .groupBy(*PARTITION).agg(F.max("offset").alias("final_read_to"))
-    known_below_end = dense_offsets(history).join(F.broadcast(ends), list(PARTITION)) \
-        .where(F.col("offset") < F.col("end_offset")) \
-        .groupBy(*PARTITION).agg(F.max("offset").alias("last_known_below_end"))
-    counts = unseen.groupBy(*PARTITION).agg(
-        F.count("*").alias("count"),
-        F.count(F.when(F.col("position").isNull(), 1)).alias("unplaced"))
-    summary = counts.join(ends, list(PARTITION), "left") \
-        .join(final_reads, list(PARTITION), "left") \
-        .join(known_below_end, list(PARTITION), "left")
-    read_to = F.coalesce("final_read_to", F.lit(-1))
-    strict = read_to >= F.col("end_offset") - 1
-    gaps_only = (F.coalesce("last_known_below_end", F.lit(-1)) <= read_to) \
-        & (F.col("unplaced") == 0)
-    recorded = F.col("end_offset").isNotNull()
-    return summary.withColumn("proven", recorded & (strict | gaps_only))
+def _final_reads(part: Partition, out: Findings) -> tuple[int, int, int, int]:
+    """(end, the op that recorded it, how far ok final reads read, the
+    highest value offset below the end); NONE where there is none. A
+    recorded end the final reads did not reach is reported (FINAL_READS_SHORT)."""
+    e = part.ends
+    end_offset = end_index = NONE
+    if len(e):
+        last = order(e.op, e.offset)[-1]            # the last end-offsets op's
+        end_offset, end_index = int(e.offset[last]), int(e.op[last])
+    r = part.reads
+    final = (r.type == OK) & r.final
+    read_to = int(r.offset[final].max()) if final.any() else NONE
+    below = part.value_offsets[part.value_offsets < end_offset]
+    known_below_end = int(below.max()) if len(below) else NONE
+    if end_offset != NONE and read_to < end_offset - 1 and known_below_end > read_to:
+        out.cases(FINAL_READS_SHORT, end_offset=[end_offset], final_read_to=nullable([read_to]))
+    return end_offset, end_index, read_to, known_below_end
 
 
-def _unseen_series(history: History) -> list[list[int]]:
-    """[time_ns, acknowledged sends not yet read by an ok poll], one point per
-    time bucket: +1 when a send is acknowledged, -1 when an ok poll first
-    reads it (never before its acknowledgement)."""
-    acked = sent(history).where(F.col("type") == "ok")
-    deltas = acked.select(
-        F.explode(F.array(
-            F.struct(F.col("time").alias("t"), F.lit(1).alias("d")),
-            F.struct(F.when(F.col("ok_read_time").isNotNull(),
-                            F.greatest("time", "ok_read_time")).alias("t"),
-                     F.lit(-1).alias("d")),
-        )).alias("e")).where(F.col("e.t").isNotNull()).select("e.*").persist()
-    try:
-        bounds = deltas.agg(F.min("t").alias("lo"), F.max("t").alias("hi")).first()
-        if bounds["lo"] is None:
-            return []
-        lo, hi = bounds["lo"], bounds["hi"]
-        width = (hi - lo) // _SERIES_BUCKETS + 1
-        bucket = F.expr(f"(t - {lo}L) div {width}L").alias("b")
-        buckets = dict(deltas.groupBy(bucket).agg(F.sum("d")).collect())
-    finally:
-        deltas.unpersist()
-    series, count = [], 0
-    for b in range(max(buckets) + 1):
-        count += buckets.get(b, 0)
-        series.append([min(lo + (b + 1) * width - 1, hi), count])
-    return series
+def _judge_unseen(part: Partition, out: Findings, unseen: np.ndarray,
+                  ends: tuple[int, int, int, int]) -> None:
+    s, position = part.sends, part.sent.position
+    end_offset, end_index, read_to, known_below_end = ends
+    count = int(unseen.sum())
+    unplaced = int((position[unseen] == NONE).sum())
+    reached = read_to >= end_offset - 1 or (known_below_end <= read_to and unplaced == 0)
+    if end_offset != NONE and reached:
+        out.cases("unseen", value=s.value[unseen], offset=nullable(position[unseen]),
+                  end_offset=np.full(count, end_offset),
+                  evidence=pairs(s.op[unseen], np.full(count, end_index)))
+        return
+    out.cases(UNDECIDED_PARTITION, count=[count], end_offset=nullable([end_offset]),
+              final_read_to=nullable([read_to]))
+    out.cases(UNDECIDED, value=s.value[unseen], offset=nullable(position[unseen]),
+              evidence=singles(s.op[unseen]))
 
 
-def check(spark: SparkSession, tables: History, options: CheckOptions) -> CheckResult:
-    result = CheckResult()
-    unseen = _unread(tables).where((F.col("type") == "ok") & F.col("later_read").isNull())
-    summary = _partition_ends(tables, unseen).persist()
-    try:
-        proven = unseen.join(F.broadcast(summary.where("proven")), list(PARTITION)).select(
-            *PARTITION, "value", F.col("position").alias("offset"), "end_offset",
-            F.array("op_index", "end_index").alias("evidence"))
-        report(result, options, {"lost-write": _lost_writes(tables), "unseen": proven})
+def _series(part: Partition, out: Findings) -> None:
+    """Deltas of the count of acknowledged sends not yet read by an ok poll,
+    per time bucket of the run (`Context.series_start`, `series_width`): +1
+    when a send is acknowledged, -1 when an ok poll first reads it (never
+    before its acknowledgement)."""
+    s, sent = part.sends, part.sent
+    acked = s.type == OK
+    read = acked & (sent.ok_read_time != NONE)
+    times = np.concatenate([s.time[acked], np.maximum(s.time[read], sent.ok_read_time[read])])
+    deltas = np.concatenate([np.ones(acked.sum(), np.int64), -np.ones(read.sum(), np.int64)])
+    if len(times):
+        start, width = part.context.series_start, part.context.series_width
+        buckets, at = np.unique((times - start) // width, return_inverse=True)
+        out.stats(FAMILY, "series", buckets, np.bincount(at, weights=deltas).astype(np.int64))
 
-        undecided = summary.where(~F.col("proven"))
-        total = undecided.agg(F.sum("count")).first()[0]
-        if total:
-            partitions = undecided.orderBy(*PARTITION).limit(options.max_examples) \
-                .select(*PARTITION, "count", "end_offset", "final_read_to").collect()
-            examples = unseen.join(F.broadcast(undecided.select(*PARTITION)), list(PARTITION)) \
-                .select(*PARTITION, "value", F.col("position").alias("offset"),
-                        F.array("op_index").alias("evidence")) \
-                .limit(options.max_examples).collect()
-            result.unknown["unseen"] = {
-                "count": total, "reason": _UNKNOWN_REASON,
-                "partitions": [row.asDict() for row in partitions],
-                "examples": [row.asDict(recursive=True) for row in examples]}
-    finally:
-        summary.unpersist()
 
-    result.stats["unseen"] = {"series": _unseen_series(tables)}
+def check(spark, history, options):
+    from checkers.colocated import family_result
+    from checkers.summary import SERIES_BUCKETS
+    result, found = family_result(history, options.max_examples, FAMILY, TYPES)
+    undecided = found.counts.get(UNDECIDED, 0)
+    if undecided:
+        def plain(case: dict) -> dict:
+            return {k: v for k, v in case.items() if k != "type"}
+        partitions = sorted((plain(c) for c in found.examples.get(UNDECIDED_PARTITION, [])),
+                            key=lambda c: (c["topic"], c["partition"]))
+        result.unknown["unseen"] = {
+            "count": undecided, "reason": UNKNOWN_REASON, "partitions": partitions,
+            "examples": [plain(c) for c in found.examples.get(UNDECIDED, [])]}
+    deltas = found.stats.get(FAMILY, {}).get("series", {})
+    series = []
+    span = history.summary().series()
+    if deltas and span:
+        start, end, width = span
+        count = 0
+        for bucket in range(min(max(deltas) + 1, SERIES_BUCKETS)):
+            count += deltas.get(bucket, 0)
+            series.append([min(start + (bucket + 1) * width - 1, end), count])
+    result.stats["unseen"] = {"series": series}
     return result

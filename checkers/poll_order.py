@@ -4,17 +4,17 @@ Owns `nonmonotonic-poll`, `poll-skip`, `int-nonmonotonic-poll` and
 `int-poll-skip` (ANOMALIES.md). Per consumer process and partition, the
 records it read (polls of any completion type: a broker must never return
 what is not in its log) in the order it got them, (op_index, pos). The one
-idea: one window over that order, with the partition's resets merged in,
+idea: one order over those reads with the partition's resets merged in
 gives each read the read before it and the latest reset; consecutive reads
 with no reset between them must move exactly one step forwards in the dense
 order. Two reads of one poll are the `int-` types; the last read of one poll
 and the first of the next poll that read the partition are the others.
 
-Resets: a row of the assignments table for the same process, with op_index
-in (earlier poll, later poll], that concerns the partition (its own row, or
-a subscribe row for its topic, which has no partition). The interval includes
-the later poll itself: rebalance callbacks a poll reports fire before it
-returns records. A reset breaks the chain; no check across it.
+Resets: an assignment event of the same process with op_index in (earlier
+poll, later poll] that concerns the partition (its own row, or a subscribe
+of its topic, which names no partition). The interval includes the later
+poll itself: rebalance callbacks a poll reports fire before it returns
+records. A reset breaks the chain; no check across it.
 
 Choices where ANOMALIES.md is silent:
 - Records that did not decode (value null) are `garbage-read`'s concern and
@@ -26,83 +26,53 @@ Choices where ANOMALIES.md is silent:
 
 from __future__ import annotations
 
-from functools import partial
+import numpy as np
 
-from pyspark.sql import DataFrame, SparkSession, Window
-from pyspark.sql import functions as F
+from checkers.findings import Findings
+from checkers.grouping import NONE, latest, order, starts, take
+from checkers.partition import Partition
+from checkers.send_order import report_pairs
 
-from checkers.history import History
-from checkers.result import CheckOptions, CheckResult, report
-from checkers.version_order import PARTITION, dense_offsets, pair_cases, with_dense
-
-# The records compared are at `prev_offset` then `offset`.
-_cases = partial(pair_cases, earlier="prev_offset", later="offset")
-
-CHAIN = (*PARTITION, "process")
+FAMILY = "poll-order"
+TYPES = ("nonmonotonic-poll", "poll-skip", "int-nonmonotonic-poll", "int-poll-skip")
 
 
-def check(spark: SparkSession, tables: History, options: CheckOptions) -> CheckResult:
-    result = CheckResult()
-    pairs = _suspect_pairs(tables).persist()
-    try:
-        across = F.col("op_index") != F.col("prev_op_index")
-        backwards = F.col("offset") <= F.col("prev_offset")
-        skipped = with_dense(tables, pairs.where(~backwards), "prev_offset", "offset") \
-            .where(F.col("dense") - F.col("prev_dense") > 1)
-        report(result, options, {
-            "nonmonotonic-poll": _cases(pairs.where(across & backwards)),
-            "int-nonmonotonic-poll": _cases(pairs.where(~across & backwards), internal=True),
-            "poll-skip": _cases(skipped.where(across)),
-            "int-poll-skip": _cases(skipped.where(~across), internal=True),
-        })
-    finally:
-        pairs.unpersist()
-    return result
-
-
-def _resets(history: History) -> DataFrame:
-    """(topic, partition, process, op_index) of every assignment event that
-    moves a consumer's position in the partition. Subscribe rows name a topic
-    only: they apply to each of its partitions in the version order (a
-    partition with no values has no reads to check)."""
-    events = history["assignments"]
-    own = events.where(F.col("partition").isNotNull()).select(*CHAIN, "op_index")
-    partitions = dense_offsets(history).select(*PARTITION).distinct()
-    whole_topic = events.where(F.col("partition").isNull()) \
-        .select("topic", "process", "op_index") \
-        .join(partitions, on="topic").select(*CHAIN, "op_index")
-    return own.unionByName(whole_topic)
-
-
-def _suspect_pairs(history: History) -> DataFrame:
-    """Consecutive reads of one partition by one process with no reset in
-    between, keeping those that went backwards or jumped over raw offsets. A
-    raw gap of ≤ 1 cannot hide a value, so only the rest need the dense order;
-    in a healthy run this set is small."""
-    reads = history["reads"].where(F.col("value").isNotNull() & F.col("offset").isNotNull()) \
-        .select(*CHAIN, "op_index", "pos", "offset", "value", F.lit(True).alias("is_read"))
+def findings(part: Partition, out: Findings) -> None:
+    r, a = part.reads, part.assignments
+    read = r.where(r.has_value)
+    subscribed = [(op, process) for topic, op, _, process, _ in part.context.subscriptions
+                  if topic == part.topic]
+    reset_op = np.concatenate([a.op, np.array([op for op, _ in subscribed], np.int64)])
+    reset_process = np.concatenate([a.process, np.array([p for _, p in subscribed], np.int64)])
+    n, m = len(read), len(reset_op)
+    process = np.concatenate([read.process, reset_process])
+    op = np.concatenate([read.op, reset_op])
     # pos -1 sorts a reset before the reads of the poll that reported it.
-    resets = _resets(history).select(
-        *CHAIN, "op_index", F.lit(-1).alias("pos"), F.lit(None).cast("long").alias("offset"),
-        F.lit(None).cast("long").alias("value"), F.lit(False).alias("is_read"))
-    in_read_order = Window.partitionBy(*CHAIN).orderBy("op_index", "pos")
-    before = in_read_order.rowsBetween(Window.unboundedPreceding, -1)
-    so_far = in_read_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    previous = F.last(F.when(F.col("is_read"), F.struct("op_index", "offset", "value")),
-                      ignorenulls=True).over(before)
-    last_reset = F.last(F.when(~F.col("is_read"), F.col("op_index")), ignorenulls=True) \
-        .over(so_far)
-    stream = reads.unionByName(resets) \
-        .select("*", previous.alias("prev"), last_reset.alias("last_reset")) \
-        .where(F.col("is_read") & F.col("prev").isNotNull())
+    pos = np.concatenate([read.pos, np.full(m, -1)])
+    is_read = np.concatenate([np.ones(n, bool), np.zeros(m, bool)])
+    offset = np.concatenate([read.offset, np.full(m, NONE)])
+    value = np.concatenate([read.value, np.zeros(m, np.int64)])
+
+    by = order(process, op, pos)
+    process, op, is_read, offset, value = process[by], op[by], is_read[by], offset[by], value[by]
+    first = starts(process)
+    prev = latest(is_read, first, strictly_before=True)
+    reset = latest(~is_read, first)
+    prev_op = take(op, prev, NONE)
     # A reset at the earlier poll's own index fired before that poll's reads,
     # so only one after it lies between the two.
-    chained = F.col("last_reset").isNull() | (F.col("last_reset") <= F.col("prev.op_index"))
-    pairs = stream.where(chained).select(
-        *CHAIN, "op_index", "offset", "value",
-        F.col("prev.op_index").alias("prev_op_index"),
-        F.col("prev.offset").alias("prev_offset"),
-        F.col("prev.value").alias("prev_value"))
+    chained = is_read & (prev != NONE) & ((reset == NONE) | (take(op, reset, NONE) <= prev_op))
+    rows = {"process": process[chained], "op": op[chained], "offset": offset[chained],
+            "value": value[chained], "prev_op": prev_op[chained],
+            "prev_offset": take(offset, prev, NONE)[chained],
+            "prev_value": take(value, prev, 0)[chained]}
+    backwards = rows["offset"] <= rows["prev_offset"]
     # Subtraction, not `prev + 1`: no overflow for offsets near 2**63.
-    jump = F.col("offset") - F.col("prev_offset") > 1
-    return pairs.where((F.col("offset") <= F.col("prev_offset")) | jump)
+    jumped = rows["offset"] - rows["prev_offset"] > 1
+    report_pairs(part, out, rows, backwards, jumped,
+                 ("nonmonotonic-poll", "int-nonmonotonic-poll", "poll-skip", "int-poll-skip"))
+
+
+def check(spark, history, options):
+    from checkers.colocated import family_result
+    return family_result(history, options.max_examples, FAMILY, TYPES)[0]

@@ -12,12 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
-import json
-from functools import reduce
-
-from pyspark.sql import DataFrame, Window
-from pyspark.sql import functions as F
-
 UNKNOWN = "unknown"
 Verdict = Union[bool, str]
 
@@ -76,35 +70,3 @@ def merge_verdicts(verdicts) -> Verdict:
     if UNKNOWN in verdicts:
         return UNKNOWN
     return True
-
-
-def report(result: CheckResult, options: CheckOptions, cases: dict[str, DataFrame]) -> None:
-    """Count the cases of several anomaly types and keep the first examples,
-    in one Spark job.
-
-    `cases` maps a type to a frame with one row per case; its columns become
-    the case's fields (an `evidence` array of history indexes among them).
-    Only the examples reach the driver, chosen in a fixed order (by their
-    JSON text) so the same history always shows the same examples.
-    """
-    if not cases:
-        return
-    as_json = [frame.select(F.lit(type_).alias("type"),
-                            F.to_json(F.struct(*frame.columns),
-                                      {"ignoreNullFields": "false"}).alias("case"))
-               for type_, frame in cases.items()]
-    every = reduce(DataFrame.unionByName, as_json)
-    by_type = Window.partitionBy("type")
-    kept = every.withColumn("count", F.count("*").over(by_type)) \
-        .withColumn("rank", F.row_number().over(by_type.orderBy("case"))) \
-        .where(F.col("rank") <= max(options.max_examples, 1)) \
-        .select("type", "count", "case").collect()
-    examples: dict[str, list[dict]] = {}
-    counts: dict[str, int] = {}
-    for row in kept:
-        counts[row["type"]] = row["count"]
-        if options.max_examples:
-            examples.setdefault(row["type"], []).append(
-                {"type": row["type"], **json.loads(row["case"])})
-    for type_ in cases:
-        result.add(type_, counts.get(type_, 0), examples.get(type_, []))

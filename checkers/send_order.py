@@ -3,11 +3,11 @@
 Owns `nonmonotonic-send`, `int-nonmonotonic-send` and `int-send-skip`
 (ANOMALIES.md). Per producer process and partition, take the sends that may
 have happened and whose position is known (`ok` and `info` sends with a
-`position`, `checkers.version_order.sent`) in the order the process sent them,
-(op_index, pos), and compare each send with the one before it. The one idea:
-a single lag over that order. A later send landing before an earlier one is a
-reordering; inside one operation, consecutive sends that are not neighbours in
-the dense order mean another producer's records landed between them.
+position, `Partition.sent`) in the order the process sent them, (op_index,
+pos), and compare each send with the one before it. A later send landing
+before an earlier one is a reordering; inside one operation, consecutive
+sends that are not neighbours in the dense order mean another producer's
+records landed between them.
 
 Choices where ANOMALIES.md is silent:
 - Equal positions (two values at one offset) are `inconsistent-offsets`, a
@@ -23,54 +23,65 @@ Choices where ANOMALIES.md is silent:
 
 from __future__ import annotations
 
-from functools import partial
+import numpy as np
 
-from pyspark.sql import DataFrame, SparkSession, Window
-from pyspark.sql import functions as F
+from checkers.findings import Findings, pairs, singles
+from checkers.grouping import NONE, order, previous, starts
+from checkers.partition import FAIL, Partition
 
-from checkers.history import History
-from checkers.result import CheckOptions, CheckResult, report
-from checkers.version_order import PARTITION, pair_cases, sent, with_dense
-
-# The records compared are at `prev_position` then `position`.
-_cases = partial(pair_cases, earlier="prev_position", later="position")
+FAMILY = "send-order"
+TYPES = ("nonmonotonic-send", "int-nonmonotonic-send", "int-send-skip")
 
 
-def check(spark: SparkSession, tables: History, options: CheckOptions) -> CheckResult:
-    result = CheckResult()
-    pairs = _suspect_pairs(tables).persist()
-    try:
-        across = F.col("op_index") != F.col("prev_op_index")
-        backwards = F.col("position") < F.col("prev_position")
-        apart = with_dense(tables, pairs.where(~across & ~backwards), "prev_position",
-                           "position") \
-            .where(F.col("dense") - F.col("prev_dense") > 1)
-        report(result, options, {
-            "nonmonotonic-send": _cases(pairs.where(across & backwards)),
-            "int-nonmonotonic-send": _cases(pairs.where(~across & backwards), internal=True),
-            "int-send-skip": _cases(apart, internal=True),
-        })
-    finally:
-        pairs.unpersist()
-    return result
+def consecutive(part: Partition, process, op, pos, offset, value) -> dict:
+    """Rows and their predecessor per process, in (op, pos) order: the
+    columns of both, and `has_prev`."""
+    by = order(process, op, pos)
+    process, op, offset, value = process[by], op[by], offset[by], value[by]
+    first = starts(process)
+    return {"process": process, "op": op, "offset": offset, "value": value,
+            "prev_op": previous(op, first, NONE), "prev_offset": previous(offset, first, NONE),
+            "prev_value": previous(value, first, 0), "has_prev": ~first}
 
 
-def _suspect_pairs(history: History) -> DataFrame:
-    """Consecutive sends of one process to one partition (among those with
-    known positions) that went backwards, or that jumped over raw offsets
-    inside one op. A raw gap of ≤ 1 cannot hide a value between the two, so
-    only the rest need the dense order; in a healthy run this set is small."""
-    known = sent(history).where(F.col("type").isin("ok", "info")
-                                & F.col("position").isNotNull())
-    in_send_order = Window.partitionBy("process", *PARTITION).orderBy("op_index", "pos")
-    previous = F.lag(F.struct("op_index", "value", "position")).over(in_send_order)
-    pairs = known.select("process", *PARTITION, "op_index", "value", "position",
-                         previous.alias("prev")) \
-        .select("*", F.col("prev.op_index").alias("prev_op_index"),
-                F.col("prev.value").alias("prev_value"),
-                F.col("prev.position").alias("prev_position")).drop("prev")
-    # Subtraction, not `prev + 1`: offsets are non-negative longs, so this
-    # cannot overflow even near 2**63.
-    jump = (F.col("op_index") == F.col("prev_op_index")) \
-        & (F.col("position") - F.col("prev_position") > 1)
-    return pairs.where((F.col("position") < F.col("prev_position")) | jump)
+def report_pairs(part: Partition, out: Findings, rows: dict, backwards: np.ndarray,
+                 jumped: np.ndarray, types: tuple[str, str, str | None, str]) -> None:
+    """Report consecutive pairs: `types` names (backwards across ops,
+    backwards inside one op, apart across ops or None, apart inside one op);
+    `jumped` pairs are apart when values lie strictly between them in the
+    dense order."""
+    across = rows["op"] != rows["prev_op"]
+    dense_gap = part.dense(rows["offset"]) - part.dense(rows["prev_offset"])
+    placed = (part.dense(rows["offset"]) != NONE) & (part.dense(rows["prev_offset"]) != NONE)
+    apart = jumped & ~backwards & placed & (dense_gap > 1)
+    backwards_across, backwards_inside, apart_across, apart_inside = types
+    for type_, mask, inside in ((backwards_across, backwards & across, False),
+                                (backwards_inside, backwards & ~across, True),
+                                (apart_across, apart & across, False),
+                                (apart_inside, apart & ~across, True)):
+        if type_ is None or not mask.any():
+            continue
+        out.cases(type_, process=rows["process"][mask],
+                  offsets=pairs(rows["prev_offset"][mask], rows["offset"][mask]),
+                  values=pairs(rows["prev_value"][mask], rows["value"][mask]),
+                  evidence=singles(rows["op"][mask]) if inside
+                  else pairs(rows["prev_op"][mask], rows["op"][mask]))
+
+
+def findings(part: Partition, out: Findings) -> None:
+    s, position = part.sends, part.sent.position
+    known = (s.type != FAIL) & (position != NONE)
+    rows = consecutive(part, s.process[known], s.op[known], s.pos[known], position[known],
+                       s.value[known])
+    has_prev = rows["has_prev"]
+    backwards = has_prev & (rows["offset"] < rows["prev_offset"])
+    # Subtraction, not `prev + 1`: offsets are non-negative, no overflow.
+    jumped = has_prev & (rows["op"] == rows["prev_op"]) \
+        & (rows["offset"] - rows["prev_offset"] > 1)
+    report_pairs(part, out, rows, backwards, jumped,
+                 ("nonmonotonic-send", "int-nonmonotonic-send", None, "int-send-skip"))
+
+
+def check(spark, history, options):
+    from checkers.colocated import family_result
+    return family_result(history, options.max_examples, FAMILY, TYPES)[0]

@@ -3,50 +3,68 @@
 Realtime lag (ANOMALIES.md): for each poll and partition it read, how far
 behind the latest acknowledged offset it started — the highest offset of an
 `ok` send completed before the poll was invoked, minus the first offset the
-poll read there (0 when it was not behind). Reported as percentiles.
+poll read there (0 when it was not behind). Each partition counts its lags
+(a histogram: lags repeat), and the percentiles come from the merged counts.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import SparkSession, Window
-from pyspark.sql import functions as F
+import numpy as np
 
-from checkers.history import History
-from checkers.result import CheckOptions, CheckResult
+from checkers.findings import Findings
+from checkers.grouping import NONE, order, starts
+from checkers.partition import OK, Partition
 
+FAMILY = "stats"
+TYPES = ()
 PERCENTILES = (0.5, 0.9, 0.99)
 
 
-def check(spark: SparkSession, tables: History, options: CheckOptions) -> CheckResult:
-    ops = tables["ops"].groupBy("f", "type").count().collect()
-    by_type: dict[str, dict[str, int]] = {}
-    for row in ops:
-        by_type.setdefault(row["f"], {})[row["type"]] = row["count"]
-    return CheckResult(stats={"ops": by_type, "realtime_lag": _realtime_lag(tables)})
-
-
-def _realtime_lag(tables: History) -> dict:
-    acked = tables["sends"].where((F.col("type") == "ok") & F.col("offset").isNotNull()) \
-        .select("topic", "partition", F.col("time").alias("at"), F.col("offset").alias("acked"),
-                F.lit(None).cast("long").alias("first"), F.lit(0).alias("order"))
-    polls = tables["reads"].where(F.col("phase") == "main") \
-        .groupBy("op_index", "topic", "partition", "invoke_time").agg(F.min_by("offset", "pos")
-                                                                      .alias("first")) \
-        .select("topic", "partition", F.col("invoke_time").alias("at"),
-                F.lit(None).cast("long").alias("acked"), "first", F.lit(1).alias("order"))
+def findings(part: Partition, out: Findings) -> None:
+    s, r = part.sends, part.reads
+    acked = (s.type == OK) & (s.offset != NONE)
+    by = order(s.time[acked], s.offset[acked])
+    ack_time = s.time[acked][by]
+    highest = np.maximum.accumulate(s.offset[acked][by]) if acked.any() else ack_time
+    polls = r.where(~r.final)
+    by = order(polls.op, polls.pos)
+    first = starts(polls.op[by])
+    first_offset = polls.offset[by][first]
+    invoked = polls.invoke_time[by][first]
     # Acknowledgements at the same instant as a poll's invocation come first.
-    so_far = Window.partitionBy("topic", "partition").orderBy("at", "order") \
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    lags = acked.unionByName(polls) \
-        .withColumn("latest", F.max("acked").over(so_far)) \
-        .where(F.col("first").isNotNull()) \
-        .select(F.greatest(F.coalesce(F.col("latest") - F.col("first"), F.lit(0)), F.lit(0))
-                .alias("lag"))
-    row = lags.agg(F.count("*").alias("polls"),
-                   F.percentile_approx("lag", list(PERCENTILES)).alias("p"),
-                   F.max("lag").alias("max")).first()
-    if not row["polls"]:
+    before = np.searchsorted(ack_time, invoked, side="right") - 1
+    latest = np.where(before >= 0, highest[np.maximum(before, 0)] if len(highest) else NONE, NONE)
+    lag = np.where(before >= 0, np.maximum(latest - first_offset, 0), 0)
+    lags, counts = np.unique(lag, return_counts=True)
+    out.stats(FAMILY, "lag", lags, counts)
+
+
+def percentiles(histogram: dict[int, int]) -> dict:
+    """The realtime-lag statistics from merged counts: for each percentile
+    q, the smallest lag with at least q of all polls at or below it."""
+    polls = sum(histogram.values())
+    if not polls:
         return {"polls": 0}
-    return {"polls": row["polls"], "unit": "offsets",
-            **{f"p{int(q * 100)}": v for q, v in zip(PERCENTILES, row["p"])},
-            "max": row["max"]}
+    lags = np.array(sorted(histogram), dtype=np.int64)
+    cumulative = np.cumsum([histogram[lag] for lag in lags])
+    picked = {f"p{int(q * 100)}": int(lags[np.searchsorted(cumulative, q * polls)])
+              for q in PERCENTILES}
+    return {"polls": polls, "unit": "offsets", **picked, "max": int(lags[-1])}
+
+
+def by_f(ops_counts: dict[tuple[str, str], int]) -> dict[str, dict[str, int]]:
+    by_f: dict[str, dict[str, int]] = {}
+    for (f, type_), count in sorted(ops_counts.items()):
+        by_f.setdefault(f, {})[type_] = count
+    return by_f
+
+
+
+
+def check(spark, history, options):
+    from checkers.colocated import family_result
+    result, found = family_result(history, options.max_examples, FAMILY, TYPES)
+    counts = {key: count for key, (count, _, _) in history.summary().operations.items()}
+    result.stats["ops"] = by_f(counts)
+    result.stats["realtime_lag"] = percentiles(found.stats.get(FAMILY, {}).get("lag", {}))
+    return result

@@ -15,21 +15,12 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from checkers import (
-    duplicates, group_offsets, lost, poll_order, send_order, stats, version_order,
-)
+from checkers import coverage
+from checkers.colocated import PER_PARTITION
 from checkers.history import History
 from checkers.result import CheckOptions, CheckResult, Verdict
 
-FAMILIES = (
-    ("version-order", version_order.check),
-    ("duplicates", duplicates.check),
-    ("lost", lost.check),
-    ("send-order", send_order.check),
-    ("poll-order", poll_order.check),
-    ("group-offsets", group_offsets.check),
-    ("stats", stats.check),
-)
+FAMILIES = tuple((family.FAMILY, family.check) for family in (*PER_PARTITION, coverage))
 
 RESULTS_FILE = "results.json"
 
@@ -79,3 +70,60 @@ def write_results(run_dir: str | os.PathLike, suite: SuiteResult) -> Path:
     scratch.write_text(json.dumps(suite.to_json(), indent=2, default=str) + "\n")
     scratch.replace(path)
     return path
+
+
+def _warm_up_events() -> list[dict]:
+    """A tiny history that takes every path of the suite a clean run takes."""
+    from history_analysis.history import schema as s
+
+    def partitions(*ps):
+        return [s.TOPIC_PARTITION(topic="warm-up", partition=p) for p in ps]
+
+    ops = [
+        (0, "send", s.invocation("send", sends=[s.SEND_ASKED(topic="warm-up", partition=0,
+                                                            value=1)]),
+         s.completion("send", sends=[s.SEND_DONE(topic="warm-up", partition=0, value=1,
+                                                 offset=0)]), "main"),
+        (1, "subscribe", s.invocation("subscribe", group="g", topics=["warm-up"]), None, "main"),
+        (1, "poll", s.invocation("poll"), s.completion(
+            "poll", reads=[s.READ(topic="warm-up", partition=0, offset=0, value=1)],
+            rebalances=[s.REBALANCE(kind="assigned", group="g", partitions=partitions(0))]),
+         "main"),
+        (1, "commit", s.invocation("commit", group="g", offsets=[s.OFFSET_AT(
+            topic="warm-up", partition=0, offset=1)]), None, "main"),
+        (1, "committed", s.invocation("committed", group="g", partitions=partitions(0)),
+         s.completion("committed", group="g", offsets=[s.OFFSET_FOUND(
+             topic="warm-up", partition=0, offset=1)]), "main"),
+        (2, "end-offsets", s.invocation("end-offsets", partitions=partitions(0)),
+         s.completion("end-offsets", offsets=[s.OFFSET_AT(topic="warm-up", partition=0,
+                                                          offset=1)]), "final"),
+        (2, "assign", s.invocation("assign", partitions=partitions(0), seek_to_beginning=True),
+         None, "final"),
+        (2, "poll", s.invocation("poll"), s.completion(
+            "poll", reads=[s.READ(topic="warm-up", partition=0, offset=0, value=1)]), "final"),
+    ]
+    events = []
+    for process, f, asked, done, phase in ops:
+        for type_, value in (("invoke", asked), ("ok", asked if done is None else done)):
+            events.append({"index": len(events), "time": 10 * len(events), "process": process,
+                           "type": type_, "f": f, "value": value, "phase": phase})
+    return events
+
+
+def warm_up(spark: SparkSession) -> None:
+    """Check a tiny history once, so that Spark's generated code and Python
+    workers are ready for the run's own (kchaos/session.py)."""
+    import tempfile
+
+    import pyarrow.parquet as pq
+
+    from history_analysis.ingest import tables_from_events
+    with tempfile.TemporaryDirectory(prefix="kchaos-warm-up-") as scratch:
+        for name, table in tables_from_events(_warm_up_events()).items():
+            (Path(scratch) / name).mkdir()
+            pq.write_table(table, Path(scratch) / name / "part-0.parquet")
+        history = History.open(spark, scratch)
+        try:
+            check_history(spark, history, CheckOptions())
+        finally:
+            history.release()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from importlib.resources import files
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -22,12 +23,14 @@ DEFAULTS = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.adaptive.enabled": "true",
-    # Checkers shuffle a dozen times; on a small machine 64 partitions cost
-    # more in task overhead than they give (1M events: 217 s at 64, 142 s at
-    # 16). Raise it with --spark-conf on a real cluster.
-    "spark.sql.shuffle.partitions": "16",
     "spark.driver.memory": "4g",
 }
+
+
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+# Set when the caller chose the shuffle partitions; otherwise the checkers
+# size them to each history's input (checkers/history.py).
+FIXED_SHUFFLE_PARTITIONS = "kchaos.shuffle.partitions.fixed"
 
 
 def parse_conf(pairs: Iterable[str]) -> dict[str, str]:
@@ -60,6 +63,8 @@ def spark_session(*, master: str | None = None, conf: Mapping[str, str] | None =
     from pyspark.sql import SparkSession
 
     settings = {**DEFAULTS, **(conf or {})}
+    if SHUFFLE_PARTITIONS in settings:
+        settings[FIXED_SHUFFLE_PARTITIONS] = "true"
     log_config = files("history_analysis").joinpath("log4j2.properties")
     java_options = f"-Dlog4j2.configurationFile=file:{log_config}"
     settings["spark.driver.extraJavaOptions"] = " ".join(
@@ -67,6 +72,9 @@ def spark_session(*, master: str | None = None, conf: Mapping[str, str] | None =
     if scratch_dir is not None:
         Path(scratch_dir).mkdir(parents=True, exist_ok=True)
         settings.setdefault("spark.local.dir", os.fspath(Path(scratch_dir).resolve()))
+    # The checks run numpy in Python workers: the same interpreter (and
+    # packages) as this process, unless the environment says otherwise.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master or DEFAULT_MASTER).appName("kchaos")
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -1,87 +1,193 @@
-"""The Parquet tables under `history/`: names, columns, types and sort order.
+"""The Parquet tables under `RUN_DIR/history/` (docs/history.md): what each
+holds, its columns and types, and how its rows derive from the operations.
 
-HISTORY.md defines the tables; this module is that definition in code, for
-ingest (which writes them) and for checkers (which read and verify them). Time
-stays int64 nanoseconds. `op_index` (and `index` in `ops`) is the index of the
-completion, or of the invocation when none was recorded (then `type` is
-`info` and `time` is null).
+Every table has one row per operation or per record of an operation, and
+starts with the operation's envelope (`OP_COLUMNS`): `op_index` (its
+completion's history index, or the invocation's when none was recorded:
+then `type` is `info` and `time` null), `invoke_index`, `invoke_time`,
+`time`, `process`, `type` and `phase`. The rest are the fields of the
+record, typed by its shape in `history_analysis.history.schema`. Rows are in
+history order of the completions. Time stays int64 nanoseconds.
+
+`derive` turns paired operations (an Arrow table of `PAIRED`: each
+invocation with its completion's values) into rows of every table; ingest
+and the tests use it, so there is one definition of what lands where.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from pyspark.sql.types import (
-    IntegerType, LongType, StringType, StructField, StructType,
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from history_analysis.history.schema import (
+    EVENT_TYPES, FS, NEMESIS_PROCESS, OFFSET_AT, OFFSET_FOUND, READ, SEND_DONE,
+    TOPIC_PARTITION, VALUE, Shape, codes,
 )
+
+OP_COLUMNS = (
+    ("op_index", pa.int64()), ("invoke_index", pa.int64()), ("invoke_time", pa.int64()),
+    ("time", pa.int64()), ("process", pa.int64()), ("type", pa.string()),
+    ("phase", pa.string()),
+)
+
+_ENVELOPE = frozenset(name for name, _ in OP_COLUMNS)
+
+# One row per operation, as pairing produces it: the invocation's value
+# (`asked`) and the completion's (`done`, null when none was recorded);
+# nemesis values are kept as their JSON text.
+PAIRED = pa.schema([*OP_COLUMNS, ("f", pa.string()), ("error", pa.string()),
+                    ("asked", VALUE), ("done", VALUE), ("value_json", pa.string())])
 
 
 @dataclass(frozen=True)
 class Table:
     name: str
-    schema: StructType
-    sort: tuple[str, ...]  # the order rows are written in
+    extra: tuple[tuple[str, pa.DataType], ...] = ()   # columns after the envelope
+    item: Shape | None = None                         # the record each row holds
+    pos: bool = False                                 # the record's place in its list
+
+    @property
+    def schema(self) -> pa.Schema:
+        fields = [*OP_COLUMNS, *self.extra]
+        if self.pos:
+            fields.append(("pos", pa.int32()))
+        if self.item is not None:
+            fields += [(f.name, f.type) for f in self.item.arrow]
+        return pa.schema(fields)
 
     @property
     def columns(self) -> list[str]:
-        return self.schema.fieldNames()
+        return self.schema.names
 
 
-def _schema(*columns: tuple[str, object]) -> StructType:
-    return StructType([StructField(name, type_, True) for name, type_ in columns])
-
-
-_long, _int, _str = LongType(), IntegerType(), StringType()
-
-OPS = Table("ops", _schema(
-    ("index", _long), ("invoke_index", _long), ("invoke_time", _long), ("time", _long),
-    ("process", _long), ("type", _str), ("f", _str), ("phase", _str), ("error", _str),
-), sort=("index",))
-
-SENDS = Table("sends", _schema(
-    ("op_index", _long), ("process", _long), ("type", _str), ("pos", _int),
-    ("topic", _str), ("partition", _int), ("value", _long), ("offset", _long),
-    ("invoke_time", _long), ("time", _long),
-), sort=("topic", "partition", "offset", "op_index", "pos"))
-
-READS = Table("reads", _schema(
-    ("op_index", _long), ("process", _long), ("type", _str), ("pos", _int),
-    ("topic", _str), ("partition", _int), ("offset", _long), ("value", _long),
-    ("raw", _str), ("invoke_time", _long), ("time", _long), ("phase", _str),
-), sort=("topic", "partition", "process", "op_index", "pos"))
-
-_OFFSET_COLUMNS = (
-    ("op_index", _long), ("process", _long), ("type", _str), ("group", _str),
-    ("topic", _str), ("partition", _int), ("offset", _long), ("invoke_time", _long),
-    ("time", _long),
-)
-COMMITS = Table("commits", _schema(*_OFFSET_COLUMNS),
-                sort=("group", "topic", "partition", "op_index"))
-COMMITTED = Table("committed", _schema(*_OFFSET_COLUMNS),
-                  sort=("group", "topic", "partition", "op_index"))
-
-# kind: `assign` and `subscribe` (ok or info ops: they may have happened;
-# subscribe gives one row per topic with partition null), or a rebalance
-# callback a poll reported: `assigned`, `revoked`, `lost`.
-ASSIGNMENTS = Table("assignments", _schema(
-    ("op_index", _long), ("process", _long), ("kind", _str), ("group", _str),
-    ("topic", _str), ("partition", _int), ("time", _long),
-), sort=("topic", "partition", "process", "op_index"))
-
-NEMESIS = Table("nemesis", _schema(
-    ("invoke_index", _long), ("invoke_time", _long), ("time", _long), ("f", _str),
-    ("type", _str), ("value_json", _str),
-), sort=("invoke_index",))
-
-# Added to HISTORY.md's list: the partition ends the final phase recorded
-# (ok `end-offsets` completions), which `unseen` needs to be proven.
-END_OFFSETS = Table("end_offsets", _schema(
-    ("op_index", _long), ("process", _long), ("topic", _str), ("partition", _int),
-    ("offset", _long), ("time", _long),
-), sort=("topic", "partition", "op_index"))
+_text = pa.string()
+OPS = Table("ops", extra=(("f", _text), ("error", _text)))
+SENDS = Table("sends", item=SEND_DONE, pos=True)
+READS = Table("reads", item=READ, pos=True)
+COMMITS = Table("commits", extra=(("group", _text),), item=OFFSET_AT)
+COMMITTED = Table("committed", extra=(("group", _text),), item=OFFSET_FOUND)
+# kind: `assign` and `subscribe` (ok or info: they may have happened;
+# subscribe has one row per topic, partition null), or a rebalance callback
+# a poll reported: `assigned`, `revoked`, `lost`.
+ASSIGNMENTS = Table("assignments", extra=(("kind", _text), ("group", _text)),
+                    item=TOPIC_PARTITION)
+# The partition ends the final phase recorded (ok end-offsets), which
+# `unseen` needs to be proven.
+END_OFFSETS = Table("end_offsets", item=OFFSET_AT)
+NEMESIS = Table("nemesis", extra=(("f", _text), ("value_json", _text)))
 
 TABLES = {t.name: t for t in (OPS, SENDS, READS, COMMITS, COMMITTED, ASSIGNMENTS,
-                               NEMESIS, END_OFFSETS)}
+                               END_OFFSETS, NEMESIS)}
+
+
+# -- deriving -------------------------------------------------------------------
+
+def derive(paired: pa.Table) -> dict[str, pa.Table]:
+    """Every table's rows from paired operations (schema PAIRED).
+
+    A record list is exploded straight from the value column of every
+    operation — a field of VALUE is filled only by the fs whose shapes have
+    it — and cut to the fs the table is for only where fs share a field:
+    the nested values are never copied whole."""
+    ops = paired.combine_chunks()
+    f = codes(ops["f"], FS)
+    type_ = codes(ops["type"], EVENT_TYPES)
+    happened = (type_ == EVENT_TYPES.index("ok")) | (type_ == EVENT_TYPES.index("info"))
+    envelope = ops.select([name for name, _ in OP_COLUMNS])
+
+    def asked(name: str) -> pa.Array:
+        return pc.struct_field(ops["asked"], name)
+
+    def done(name: str) -> pa.Array:
+        return pc.struct_field(ops["done"], name)
+
+    def of(*names: str) -> np.ndarray:
+        return np.isin(f, [FS.index(name) for name in names])
+
+    rebalances = _records(envelope, done("rebalances"))
+    rebalance = rebalances["item"]
+    assignments = [
+        _records(envelope, asked("partitions"), of("assign") & happened,
+                 kind="assign", group=None),
+        _records(rebalances, pc.struct_field(rebalance, "partitions"),
+                 kind=pc.struct_field(rebalance, "kind"),
+                 group=pc.struct_field(rebalance, "group")),
+        _records(envelope, asked("topics"), of("subscribe") & happened, item_as="topic",
+                 kind="subscribe", group=asked("group")),
+    ]
+    tables = {
+        OPS: ops,
+        SENDS: _records(envelope, pc.coalesce(done("sends"), asked("sends"))),
+        READS: _records(envelope, done("reads")),
+        COMMITS: _records(envelope, pc.coalesce(done("offsets"), asked("offsets")),
+                          of("commit"), group=pc.coalesce(done("group"), asked("group"))),
+        COMMITTED: _records(envelope, done("offsets"), of("committed"), group=done("group")),
+        ASSIGNMENTS: _in_history_order(pa.concat_tables(
+            [_rows(ASSIGNMENTS, t) for t in assignments])),
+        END_OFFSETS: _records(envelope, done("offsets"),
+                              of("end-offsets") & (type_ == EVENT_TYPES.index("ok"))),
+        NEMESIS: ops.filter(pa.array(np.asarray(ops["process"]) == NEMESIS_PROCESS)),
+    }
+    return {table.name: _rows(table, frame) for table, frame in tables.items()}
+
+
+def _records(owners: pa.Table, lists: pa.Array, keep: np.ndarray | None = None,
+             item_as: str = "item", **columns) -> pa.Table:
+    """One row per element of `lists` (a list per row of `owners`, whose
+    envelope columns it takes), only of the owners `keep` marks (all if
+    None): `pos` (the element's place in its list), the element as
+    `item_as`, and `columns` (per owner: an array, or a constant)."""
+    lists = lists.combine_chunks() if isinstance(lists, pa.ChunkedArray) else lists
+    if len(lists):
+        parents = np.asarray(pc.list_parent_indices(lists))
+        items = pc.list_flatten(lists)
+    else:
+        parents, items = np.zeros(0, dtype=np.int64), pa.nulls(0, lists.type.value_type)
+    pos = np.arange(len(parents), dtype=np.int32) \
+        - np.searchsorted(parents, parents).astype(np.int32)
+    if keep is not None:
+        kept = keep[parents]
+        parents, pos, items = parents[kept], pos[kept], items.filter(pa.array(kept))
+    at = pa.array(parents, type=pa.int64())
+    rows = owners.select([c for c in owners.column_names if c in _ENVELOPE]).take(at)
+    for name, column in columns.items():
+        if isinstance(column, (pa.Array, pa.ChunkedArray)):
+            column = column.take(at)
+        else:
+            column = pa.repeat(pa.scalar(column, pa.string()), len(parents))
+        rows = rows.append_column(name, column)
+    rows = rows.append_column("pos", pa.array(pos, type=pa.int32()))
+    return rows.append_column(item_as, items)
+
+
+def _in_history_order(rows: pa.Table) -> pa.Table:
+    return rows.take(pc.sort_indices(rows, [("op_index", "ascending")]))
+
+
+def _rows(table: Table, frame: pa.Table) -> pa.Table:
+    """`frame`'s columns in `table`'s order and types; an `item` struct
+    column is spread into the record's fields."""
+    schema = table.schema
+    columns = []
+    for field in schema:
+        if field.name in frame.column_names:
+            column = frame[field.name]
+        elif "item" in frame.column_names and field.name in frame["item"].type.names:
+            column = pc.struct_field(frame["item"], field.name)
+        elif field.name == "partition" and "topic" in frame.column_names:
+            column = pa.nulls(len(frame), field.type)   # a subscription names topics
+        else:
+            raise KeyError(f"table {table.name}: no column {field.name}")
+        columns.append(column.cast(field.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def empty_tables() -> dict[str, pa.Table]:
+    return {name: t.schema.empty_table() for name, t in TABLES.items()}
 
 
 class TableError(ValueError):
@@ -89,16 +195,16 @@ class TableError(ValueError):
 
 
 def read_tables(spark, tables_dir) -> dict:
-    """Open every table under `tables_dir` (RUN_DIR/history), checking that
-    each exists and has every column HISTORY.md gives it, with its type.
+    """Open every table under `tables_dir` (RUN_DIR/history) in Spark,
+    after checking with Arrow that each exists and has every column, with
+    its type (Spark then reads with the known schema: no inference pass).
 
-    Extra columns are dropped, so tables written by another tool with more
+    Extra columns are ignored, so tables written by another tool with more
     columns still read; missing or mistyped ones are an error naming the
     table, the columns and how to fix it.
     """
-    from pathlib import Path
-
-    from pyspark.errors import AnalysisException
+    import pyarrow.dataset as ds
+    from pyspark.sql.pandas.types import from_arrow_schema
 
     tables_dir = Path(tables_dir)
     frames = {}
@@ -108,20 +214,19 @@ def read_tables(spark, tables_dir) -> dict:
             raise TableError(f"{path}: table {table.name!r} is missing; run "
                              "`kchaos ingest` on the run directory to rebuild the tables")
         try:
-            frame = spark.read.parquet(path.resolve().as_uri())
-        except AnalysisException as e:
+            have = ds.dataset(path, format="parquet").schema
+        except (pa.ArrowInvalid, OSError) as e:
             raise TableError(f"{path}: cannot read table {table.name!r} as Parquet: "
                              f"{str(e).splitlines()[0]}") from None
-        have = {f.name: f.dataType for f in frame.schema.fields}
-        missing = [c for c in table.columns if c not in have]
+        missing = [f.name for f in table.schema if f.name not in have.names]
         if missing:
             raise TableError(f"{path}: table {table.name!r} lacks columns "
-                             f"{', '.join(missing)} (HISTORY.md); re-run `kchaos ingest`")
-        wrong = [f"{f.name} is {have[f.name].simpleString()}, expected "
-                 f"{f.dataType.simpleString()}"
-                 for f in table.schema.fields if have[f.name] != f.dataType]
+                             f"{', '.join(missing)} (docs/history.md); re-run `kchaos ingest`")
+        wrong = [f"{f.name} is {have.field(f.name).type}, expected {f.type}"
+                 for f in table.schema if have.field(f.name).type != f.type]
         if wrong:
             raise TableError(f"{path}: table {table.name!r} has mistyped columns: "
                              f"{'; '.join(wrong)}")
-        frames[table.name] = frame.select(*table.columns)
+        frames[table.name] = spark.read.schema(from_arrow_schema(table.schema)) \
+            .parquet(path.resolve().as_uri())
     return frames

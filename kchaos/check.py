@@ -14,6 +14,7 @@ from pathlib import Path
 from checkers.history import History
 from checkers.result import CheckOptions
 from checkers.suite import SuiteResult, check_history, write_results
+from kchaos.verdict import outcome_unknowns
 from history_analysis.ingest import HISTORY_FILE, TABLES_DIR, IngestError, ingest, read_manifest
 
 
@@ -37,11 +38,15 @@ def check_run(spark, run_dir: str | os.PathLike, options: CheckOptions) -> Suite
         raise IngestError(f"{run_dir}: neither {HISTORY_FILE} nor {TABLES_DIR}/ is here; "
                           "a run directory holds the history a run wrote (HISTORY.md)")
     if tables_are_stale(run_dir):
-        ingest(spark, run_dir)
+        ingest(run_dir)
     history = History.open(spark, run_dir / TABLES_DIR)
     try:
         suite = check_history(spark, history, options)
     finally:
         history.release()
+    # What the run itself reports (test.json), which the history cannot show.
+    for key, entry in outcome_unknowns(run_dir).items():
+        suite.result.unknown.setdefault(key, entry)
+    suite.valid = suite.result.verdict(options.allowed)
     write_results(run_dir, suite)
     return suite

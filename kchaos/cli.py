@@ -66,7 +66,7 @@ def cli() -> None:
 @cli.command("validate-history")
 @click.argument("run_dir", type=RUN_DIR)
 def validate_history_command(run_dir: Path) -> None:
-    """Check RUN_DIR/history.jsonl against the history contract (HISTORY.md).
+    """Check RUN_DIR/history.jsonl against the history contract (docs/history.md).
 
     Prints a summary and exits 0 if the history is valid; otherwise prints the
     file, line, field and what was expected, and exits 3.
@@ -85,20 +85,17 @@ def validate_history_command(run_dir: Path) -> None:
 
 @cli.command("ingest")
 @click.argument("run_dirs", nargs=-1, required=True, type=RUN_DIR, metavar="RUN_DIR...")
-@spark_options
-def ingest_command(run_dirs: tuple[Path, ...], spark_master: str | None,
-                   spark_conf: tuple[str, ...]) -> None:
+def ingest_command(run_dirs: tuple[Path, ...]) -> None:
     """Turn RUN_DIR/history.jsonl into the Parquet tables of RUN_DIR/history/.
 
-    Validates the history first; re-running replaces the tables whole. Several
-    run directories share one Spark session.
+    Validates the history as it goes (nothing is written if a rule is
+    broken); re-running replaces the tables whole. Needs no Spark.
     """
     from history_analysis.history import HistoryError
     from history_analysis.ingest import IngestError, ingest
-    spark = _spark(spark_master, spark_conf, _scratch_dir(run_dirs))
     for run_dir in run_dirs:
         try:
-            click.echo(ingest(spark, run_dir).summary())
+            click.echo(ingest(run_dir).summary())
         except (HistoryError, IngestError) as e:
             raise BadInput(str(e)) from None
 
@@ -248,10 +245,12 @@ def run_command(allow, max_examples, spark_master, spark_conf, **options) -> Non
     directory. Exit codes as kchaos check: 0 valid, 1 invalid, 2 unknown,
     3 bad input or an error before a history was written.
     """
-    from checkers.result import ALLOWED_BY_DEFAULT, ANOMALY_TYPES, UNKNOWN, CheckOptions
-    from kchaos.check import check_run
+    from checkers.result import ANOMALY_TYPES, UNKNOWN
+    from history_analysis.spark import parse_conf
     from kchaos.config import TestConfig
-    from kchaos.run import run_test
+    from kchaos.progress import Progress
+    from kchaos.run import run_and_check
+    from kchaos.session import BackgroundSession
     from workloads.clients import ClientSettings
 
     unknown_types = [t for t in allow if t not in ANOMALY_TYPES]
@@ -282,7 +281,14 @@ def run_command(allow, max_examples, spark_master, spark_conf, **options) -> Non
         config.validate()
     except ValueError as e:
         raise BadInput(str(e)) from None
-    outcome = run_test(config)
+    try:
+        spark = BackgroundSession(master=spark_master, conf=parse_conf(spark_conf),
+                                  scratch_dir=Path(config.store) / ".spark")
+    except ValueError as e:
+        raise BadInput(str(e)) from None
+    result = run_and_check(config, spark, allowed=frozenset(allow), max_examples=max_examples,
+                           progress=Progress.for_terminal())
+    outcome = result.outcome
     click.echo(f"run directory: {outcome.run_dir}")
     for failure in outcome.node_failures:
         click.echo(f"node failure: {failure}")
@@ -293,15 +299,13 @@ def run_command(allow, max_examples, spark_master, spark_conf, **options) -> Non
     if outcome.final and not outcome.final.get("reached"):
         click.echo("final reads did not reach every partition's end within "
                    f"--final-time-limit {config.final_time_limit:g} s")
-    check_options = CheckOptions(max_examples=max_examples,
-                                 allowed=ALLOWED_BY_DEFAULT | frozenset(allow))
-    spark = _spark(spark_master, spark_conf, outcome.run_dir / ".spark")
-    suite = check_run(spark, outcome.run_dir, check_options)
-    click.echo(f"{outcome.run_dir}: {_verdict_line(suite)}")
-    _print_counts({outcome.run_dir: suite.result.counts})
-    if suite.valid is False:
+    click.echo(f"{outcome.run_dir}: {_verdict_line(result.suite)}")
+    if result.seconds_to_verdict is not None:
+        click.echo(f"verdict {result.seconds_to_verdict:.1f} s after the final reads")
+    _print_counts({outcome.run_dir: result.suite.result.counts})
+    if result.valid is False:
         sys.exit(EXIT_INVALID)
-    if suite.valid == UNKNOWN:
+    if result.valid == UNKNOWN:
         sys.exit(EXIT_UNKNOWN)
 
 
@@ -402,7 +406,8 @@ def _verdict_line(suite) -> str:
                       for t, n in sorted(result.counts.items()))
     word = {True: "valid", False: "INVALID"}.get(suite.valid, "unknown")
     parts = [word] + ([found] if found else [])
-    parts += [f"{t} undecided: {u.get('count', '?')}" for t, u in sorted(result.unknown.items())]
+    parts += [f"{t} undecided: {u['count']}" if "summary" not in u else f"{t}: {u['summary']}"
+              for t, u in sorted(result.unknown.items())]
     parts += [f"checker {e['checker']} failed: {e['error']}" for e in result.errors]
     return "; ".join(parts)
 

@@ -20,11 +20,12 @@ import pytest
 
 @pytest.fixture(scope="session")
 def kchaos_spark(tmp_path_factory):
-    """The Spark session the checks run on (one per test session; override
-    this fixture to use another master or settings)."""
-    from history_analysis.spark import spark_session
-    session = spark_session(master="local[2]", conf={"spark.sql.shuffle.partitions": "4"},
-                            scratch_dir=tmp_path_factory.mktemp("kchaos-spark"))
+    """The Spark session the checks run on: one per test session, started in
+    the background when the first run's workload stops (kchaos/session.py).
+    Override this fixture to use another master or settings."""
+    from kchaos.session import BackgroundSession
+    session = BackgroundSession(master="local[2]",
+                                scratch_dir=tmp_path_factory.mktemp("kchaos-spark"))
     yield session
     session.stop()
 

@@ -15,20 +15,27 @@ import dataclasses
 import json
 import logging
 import shutil
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from typing import TYPE_CHECKING, Callable
+
 from history_analysis.history.writer import HistoryWriter
 from kchaos import __version__
 from kchaos.config import TestConfig
 from kchaos.progress import Progress
+from kchaos.session import BackgroundSession
 from nemesis.heal import heal_all
 from nemesis.runner import Nemesis, NemesisThread
 from nemesis.schedule import Step, plan, scheduled
 from workloads.final import FinalReader
 from workloads.queue import QueueOptions, Stats, consumer_plan, run_queue
+
+if TYPE_CHECKING:
+    from checkers.suite import SuiteResult
 
 log = logging.getLogger("kchaos.run")
 
@@ -49,6 +56,8 @@ class RunOutcome:
     nemesis: list[dict] = field(default_factory=list)       # the faults as realised
     heal_problems: list[str] = field(default_factory=list)
     nemesis_error: str | None = None
+    final_reads_ended: float | None = None                 # time.monotonic()
+    checked: object = None                                 # what run_test's check returned
 
 
 def new_run_dir(store: Path, name: str, now: datetime) -> Path:
@@ -138,8 +147,15 @@ def create_topics(bootstrap: str, topics: list[str], partitions: int, replicatio
                                f"replication factor {replication}) on {bootstrap}: {e}") from e
 
 
-def run_test(config: TestConfig, progress: Progress | None = None) -> RunOutcome:
-    """Run the test `config` describes; the caller checks the run directory."""
+def run_test(config: TestConfig, progress: Progress | None = None,
+             spark: BackgroundSession | None = None,
+             check: Callable[[Path], object] | None = None) -> RunOutcome:
+    """Run the test `config` describes; the caller checks the run directory.
+    `spark`, if given, starts with the cluster and is ready before the
+    workload begins: its start (a JVM, a first check) takes both cores for
+    seconds, which the history must not show, and the check after the
+    final reads finds it warm. `check(run_dir)`, if given, runs as soon as
+    the history is complete, beside the teardown (`outcome.checked`)."""
     config.validate()
     started = datetime.now(timezone.utc)
     run_dir = new_run_dir(Path(config.store), config.name, started)
@@ -161,18 +177,22 @@ def run_test(config: TestConfig, progress: Progress | None = None) -> RunOutcome
                            if mode == "assign"]
     run_log = _log_to(run_dir / "kchaos.log")
     cluster = Cluster(config, run_dir)
-    history = nemesis = None
+    history = nemesis = checking = None
     stats = Stats()
     steps = nemesis_plan(config)
     try:
         write_test_json(run_dir, config, started, topics, all_groups, steps)
         progress.phase("setup")
+        if spark is not None:
+            spark.start()
         outcome.bootstrap = cluster.start()
         if cluster.nodes:
             nemesis = Nemesis(cluster.view(topics), None, seed=config.seed)
             outcome.heal_problems += heal_all(nemesis.cluster)     # a clean start
         create_topics(outcome.bootstrap, topics, config.partitions, config.replication_factor)
         options = dataclasses.replace(options, bootstrap=outcome.bootstrap)
+        if spark is not None:
+            spark.wait()
         history = HistoryWriter(run_dir / "history.jsonl")
         if nemesis is not None:
             nemesis.history = history
@@ -194,6 +214,7 @@ def run_test(config: TestConfig, progress: Progress | None = None) -> RunOutcome
                              first_process=FINAL_PROCESSES,
                              process_step=config.concurrency)
         outcome.final = reader.run(config.final_time_limit)
+        outcome.final_reads_ended = time.monotonic()
     finally:
         progress.phase("teardown")
         if nemesis is not None:
@@ -206,15 +227,44 @@ def run_test(config: TestConfig, progress: Progress | None = None) -> RunOutcome
             history.close()
         outcome.node_failures += [f"{name}: the broker is not running at the end of the run"
                                   for name in cluster.crashed()]
+        _amend_test_json(run_dir, {"final": outcome.final, "node_failures": outcome.node_failures,
+                                   "bootstrap": outcome.bootstrap, "nemesis": outcome.nemesis,
+                                   "heal_problems": outcome.heal_problems,
+                                   "nemesis_error": outcome.nemesis_error})
+        # The history and the outcome are complete: the check needs no
+        # cluster, so it runs while the nodes are torn down.
+        checking = _Checking(check, run_dir) if check is not None and history is not None \
+            and outcome.final_reads_ended is not None else None
         cluster.teardown()
         outcome.operations, outcome.errors = stats.snapshot()
         progress.close()
         _stop_logging_to(run_log)
-    _amend_test_json(run_dir, {"final": outcome.final, "node_failures": outcome.node_failures,
-                               "bootstrap": outcome.bootstrap, "nemesis": outcome.nemesis,
-                               "heal_problems": outcome.heal_problems,
-                               "nemesis_error": outcome.nemesis_error})
+    if checking is not None:
+        outcome.checked = checking.result()
     return outcome
+
+
+class _Checking:
+    """check(run_dir) in a thread; result() waits and re-raises."""
+
+    def __init__(self, check: Callable[[Path], object], run_dir: Path):
+        self._result: list = []
+        self._thread = threading.Thread(target=self._run, args=(check, run_dir),
+                                        name="check", daemon=True)
+        self._thread.start()
+
+    def _run(self, check, run_dir) -> None:
+        try:
+            self._result.append((check(run_dir), None))
+        except BaseException as e:  # noqa: BLE001 — re-raised by result()
+            self._result.append((None, e))
+
+    def result(self):
+        self._thread.join()
+        value, error = self._result[0]
+        if error is not None:
+            raise error
+        return value
 
 
 def _log_to(path: Path) -> logging.Handler:
@@ -284,11 +334,11 @@ def write_test_json(run_dir: Path, config: TestConfig, started: datetime,
     (run_dir / "test.json").write_text(json.dumps(body, indent=1) + "\n")
 
 
-def _amend_test_json(run_dir: Path, extra: dict) -> None:
+def _amend_test_json(run_dir: Path, extra: dict, key: str = "outcome") -> None:
     path = run_dir / "test.json"
     if path.exists():
         body = json.loads(path.read_text())
-        body["outcome"] = extra
+        body[key] = extra
         path.write_text(json.dumps(body, indent=1) + "\n")
 
 
@@ -300,15 +350,33 @@ class RunResult:
     anomalies: dict[str, list]
     run_dir: Path
     outcome: RunOutcome
+    suite: SuiteResult
+    seconds_to_verdict: float | None    # from the end of the final reads
 
 
 def run_and_check(config: TestConfig, spark, *, allowed: frozenset[str] = frozenset(),
                   max_examples: int = 32, progress: Progress | None = None) -> RunResult:
-    """run_test, then the checker suite on its run directory (results.json)."""
+    """run_test, then the checker suite on its run directory (results.json);
+    what `kchaos run` and the pytest plugin both do. `spark` is a
+    BackgroundSession (started when the workload stops) or a running
+    SparkSession."""
     from checkers.result import ALLOWED_BY_DEFAULT, CheckOptions
     from kchaos.check import check_run
-    outcome = run_test(config, progress)
-    suite = check_run(spark, outcome.run_dir, CheckOptions(
-        max_examples=max_examples, allowed=ALLOWED_BY_DEFAULT | allowed))
+    if not isinstance(spark, BackgroundSession):
+        spark = BackgroundSession.around(spark)
+    options = CheckOptions(max_examples=max_examples, allowed=ALLOWED_BY_DEFAULT | allowed)
+    verdict_at: list[float] = []
+
+    def check(run_dir: Path) -> SuiteResult:
+        suite = check_run(spark.get(), run_dir, options)
+        verdict_at.append(time.monotonic())
+        return suite
+
+    outcome = run_test(config, progress, spark, check)
+    suite = outcome.checked if outcome.checked is not None else check(outcome.run_dir)
+    latency = None
+    if outcome.final_reads_ended is not None:
+        latency = round(verdict_at[0] - outcome.final_reads_ended, 2)
+        _amend_test_json(outcome.run_dir, {"seconds_to_verdict": latency}, key="check")
     return RunResult(suite.valid, dict(suite.result.counts), dict(suite.result.anomalies),
-                     outcome.run_dir, outcome)
+                     outcome.run_dir, outcome, suite, latency)

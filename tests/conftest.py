@@ -8,10 +8,7 @@ import pytest
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     from history_analysis.spark import spark_session
-    # Test histories are tiny: few shuffle partitions spare task overhead.
-    session = spark_session(master="local[2]",
-                            conf={"spark.driver.memory": "2g",
-                                  "spark.sql.shuffle.partitions": "4"},
+    session = spark_session(master="local[2]", conf={"spark.driver.memory": "2g"},
                             scratch_dir=tmp_path_factory.mktemp("spark-scratch"))
     yield session
     session.stop()

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import time
 
+from history_analysis.history import schema as h
 from history_analysis.history.writer import HistoryWriter
 from workloads.clients import ClientSettings, Outcome, make_consumer
+from workloads.clients.base import partitions_value
 from workloads.queue import close_quietly
 
 PHASE = "final"
@@ -48,13 +50,13 @@ class FinalReader:
         """Read to the ends. Returns {"ends": {...}, "reached": bool,
         "processes": n} for the run's summary."""
         deadline = time.monotonic() + time_limit
-        wanted = [{"topic": t, "partition": p} for t, p in self.partitions]
+        wanted = partitions_value(self.partitions)
         ends: dict[tuple[str, int], int] | None = None
         client = self._client()
         processes = 1
         try:
             while ends is None and time.monotonic() < deadline:
-                outcome = self._op("end-offsets", {"partitions": wanted},
+                outcome = self._op("end-offsets", h.invocation("end-offsets", partitions=wanted),
                                    lambda: client.end_offsets(self.partitions, 10.0))
                 if outcome.type == "ok":
                     ends = {(o["topic"], o["partition"]): o["offset"]
@@ -82,9 +84,9 @@ class FinalReader:
     def _read_to(self, client, ends: dict[tuple[str, int], int], deadline: float) -> bool:
         """Assign all, seek to beginning, poll until every position reaches
         its end; False on an indeterminate poll or the deadline."""
-        outcome = self._op("assign", {"partitions": [{"topic": t, "partition": p}
-                                                     for t, p in self.partitions],
-                                      "seek_to_beginning": True},
+        outcome = self._op("assign", h.invocation("assign",
+                                                  partitions=partitions_value(self.partitions),
+                                                  seek_to_beginning=True),
                            lambda: client.assign(self.partitions, True))
         if outcome.type != "ok":
             return False
@@ -94,7 +96,7 @@ class FinalReader:
             return all(positions[tp] >= end for tp, end in ends.items())
 
         while not done() and time.monotonic() < deadline:
-            outcome = self._op("poll", {}, lambda: client.poll(1.0))
+            outcome = self._op("poll", h.invocation("poll"), lambda: client.poll(1.0))
             for read in outcome.value.get("reads", ()):
                 tp = (read["topic"], read["partition"])
                 positions[tp] = max(positions.get(tp, 0), read["offset"] + 1)

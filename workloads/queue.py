@@ -25,8 +25,10 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from history_analysis.history import schema as h
 from history_analysis.history.writer import HistoryWriter
 from workloads.clients import ClientSettings, Outcome, make_consumer, make_producer
+from workloads.clients.base import offsets_value, partitions_value
 
 log = logging.getLogger("workloads.queue")
 
@@ -169,8 +171,9 @@ class ProducerWorker(Worker):
                          for n in range(sent, sent + options.records_per_send)]
                 sent += options.records_per_send
                 outcome = self.call(
-                    "send", {"sends": [{"topic": t, "partition": p, "value": v, "offset": None}
-                                       for t, p, v in sends]},
+                    "send", h.invocation("send", sends=[
+                        h.SEND_ASKED(topic=t, partition=p, value=v, offset=None)
+                        for t, p, v in sends]),
                     lambda: client.send(sends, options.op_timeout))
                 if outcome.type == "info":
                     close_quietly(client)
@@ -184,9 +187,9 @@ class ProducerWorker(Worker):
                              self.options.settings, f"kchaos-p{self.process}")
 
     def _crash(self, client):
-        self.invoke("crash", {})
+        self.invoke("crash", h.invocation("crash"))
         close_quietly(client)
-        self.complete("crash", Outcome("info", {}))
+        self.complete("crash", Outcome("info", h.completion("crash")))
         self.next_process()
         return self._client()
 
@@ -213,9 +216,9 @@ class ConsumerWorker(Worker):
         try:
             for _ in self.paced():
                 if self.crash_now():
-                    self.invoke("crash", {})
+                    self.invoke("crash", h.invocation("crash"))
                     close_quietly(client)
-                    self.complete("crash", Outcome("info", {}))
+                    self.complete("crash", Outcome("info", h.completion("crash")))
                     self.next_process()
                     client = self._start(seek_to_beginning=not self.group_committed)
                     continue
@@ -249,18 +252,19 @@ class ConsumerWorker(Worker):
         self.owned, self.positions, self.committed_positions = set(), {}, {}
         if self.mode == "assign":
             partitions = self._all_partitions()
-            self.call("assign", {"partitions": [{"topic": t, "partition": p}
-                                                for t, p in partitions],
-                                 "seek_to_beginning": seek_to_beginning},
+            self.call("assign", h.invocation("assign", partitions=partitions_value(partitions),
+                                             seek_to_beginning=seek_to_beginning),
                       lambda: client.assign(partitions, seek_to_beginning))
             self.owned = set(partitions)
         else:
-            self.call("subscribe", {"group": self.group, "topics": list(options.topics)},
+            self.call("subscribe", h.invocation("subscribe", group=self.group,
+                                                topics=list(options.topics)),
                       lambda: client.subscribe(self.group, list(options.topics)))
         return client
 
     def _poll(self, client) -> Outcome:
-        outcome = self.call("poll", {}, lambda: client.poll(self.options.poll_timeout))
+        outcome = self.call("poll", h.invocation("poll"),
+                            lambda: client.poll(self.options.poll_timeout))
         for change in outcome.value.get("rebalances", ()):
             partitions = {(p["topic"], p["partition"]) for p in change["partitions"]}
             if change["kind"] == "assigned":
@@ -282,8 +286,8 @@ class ConsumerWorker(Worker):
                    if (t, p) in self.owned]
         if not offsets:
             return self._committed(client)
-        outcome = self.call("commit", {"group": self.group, "offsets": [
-            {"topic": t, "partition": p, "offset": o} for t, p, o in offsets]},
+        outcome = self.call("commit", h.invocation("commit", group=self.group,
+                                                   offsets=offsets_value(offsets)),
             lambda: client.commit(self.group, offsets))
         if outcome.type == "ok":
             self.committed_positions.update({(t, p): o for t, p, o in offsets})
@@ -292,8 +296,8 @@ class ConsumerWorker(Worker):
 
     def _committed(self, client) -> Outcome:
         partitions = sorted(self.owned) or self._all_partitions()
-        return self.call("committed", {"group": self.group, "partitions": [
-            {"topic": t, "partition": p} for t, p in partitions]},
+        return self.call("committed", h.invocation("committed", group=self.group,
+                                                   partitions=partitions_value(partitions)),
             lambda: client.committed(self.group, partitions, self.options.op_timeout))
 
 

@@ -1,7 +1,7 @@
 """The history contract in code: the durable writer, the streaming reader and
 validator, and the rules of HISTORY.md they share."""
 
-from history_analysis.history.contract import SCHEMA_VERSION, Violation
+from history_analysis.history.schema import SCHEMA_VERSION, Violation
 from history_analysis.history.reader import (
     HistoryError, HistoryReader, HistoryReport, TruncatedLine, Unmatched, validate_history,
 )

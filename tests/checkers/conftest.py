@@ -1,20 +1,20 @@
 """Checker tests: hand-written histories → tables → one checker's result.
 
-`history(...)` builds events from compact operations; `run_checker` writes
-them as history.jsonl (index and time filled in file order, 10 ns apart),
-ingests with the shared Spark session and runs a checker.
+`Ops` builds events from compact operations; `run_checker` turns them into
+the tables in memory (ingest's own validation and pairing, no JSONL file)
+and runs one checker on them with the shared Spark session. `write_events`
+writes them as a history.jsonl, for the tests of what reads files.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 
 import pytest
 
 from checkers.history import History
 from checkers.result import CheckOptions
-from history_analysis.ingest import ingest
+from history_analysis.ingest import tables_from_events
 
 pytestmark = pytest.mark.spark
 
@@ -96,18 +96,20 @@ class Ops:
         return self.op(process, "end-offsets", asked, done, phase="final", **kw)
 
 
-_runs = itertools.count()
+
+def history_of(spark, events) -> History:
+    """The checkers' view of events (index and time filled in file order,
+    10 ns apart), built in memory by ingest's own validation and pairing."""
+    return History.from_arrow(spark, tables_from_events(
+        [{"index": i, "time": 10 * i, **event} for i, event in enumerate(events)]))
 
 
 @pytest.fixture
-def run_checker(spark, tmp_path):
+def run_checker(spark):
     """run_checker(check, ops_or_events, **options) -> CheckResult."""
     def run(check, ops, **options):
         events = ops.events if isinstance(ops, Ops) else ops
-        run_dir = tmp_path / f"run{next(_runs)}"
-        write_events(run_dir, events)
-        ingest(spark, run_dir)
-        history = History.open(spark, run_dir / "history")
+        history = history_of(spark, events)
         try:
             return check(spark, history, CheckOptions(**options))
         finally:

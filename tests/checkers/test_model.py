@@ -6,45 +6,37 @@ show exactly the anomaly types that mutation implies (tests/checkers/model.py).
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from checkers.history import History
 from checkers.result import CheckOptions
 from checkers.suite import check_history
-from history_analysis.ingest import ingest
-from tests.checkers.conftest import write_events
+from tests.checkers.conftest import history_of
 from tests.checkers.model import MUTATIONS, runs
 
 pytestmark = pytest.mark.spark
 
-# Each example is a Spark ingest and a suite run (seconds), so few examples,
-# derandomized: the same cases on every machine.
-SETTINGS = settings(max_examples=4, deadline=None, derandomize=True,
+# Each example is a suite run (about a second), derandomized: the same
+# cases on every machine.
+SETTINGS = settings(max_examples=8, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow,
                                            HealthCheck.filter_too_much,
                                            HealthCheck.function_scoped_fixture])
-_runs = itertools.count()
 
 
-def check(spark, tmp_path, run):
-    run_dir = tmp_path / f"model{next(_runs)}"
-    write_events(run_dir, run.events())
-    ingest(spark, run_dir)
-    history = History.open(spark, run_dir / "history")
+def check(spark, run):
+    history = history_of(spark, run.events())
     try:
         return check_history(spark, history, CheckOptions(max_examples=4))
     finally:
         history.release()
 
 
-@settings(SETTINGS, max_examples=8)
+@settings(SETTINGS, max_examples=24)
 @given(run=runs())
-def test_a_correct_run_shows_nothing(spark, tmp_path, run):
-    outcome = check(spark, tmp_path, run)
+def test_a_correct_run_shows_nothing(spark, run):
+    outcome = check(spark, run)
     assert outcome.result.errors == []
     assert outcome.result.counts == {}, outcome.result.anomalies
     assert outcome.result.unknown == {}
@@ -52,13 +44,13 @@ def test_a_correct_run_shows_nothing(spark, tmp_path, run):
 
 
 @pytest.mark.parametrize("mutation", MUTATIONS, ids=lambda m: m.__name__)
-def test_one_mutation_shows_exactly_its_anomalies(spark, tmp_path, mutation):
+def test_one_mutation_shows_exactly_its_anomalies(spark, mutation):
     @SETTINGS
     @given(run=runs(), data=st.data())
     def mutated(run, data):
         expected = mutation(run, data.draw)
         assume(expected is not None)
-        outcome = check(spark, tmp_path, run)
+        outcome = check(spark, run)
         assert outcome.result.errors == []
         assert set(outcome.result.counts) == expected, outcome.result.anomalies
     mutated()

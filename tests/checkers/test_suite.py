@@ -45,10 +45,8 @@ def test_merge_caps_examples_and_sums_counts():
 
 
 @pytest.mark.spark
-def test_a_throwing_checker_makes_the_verdict_unknown(spark, tmp_path, monkeypatch):
-    from checkers.history import History
-    from history_analysis.ingest import ingest
-    from tests.checkers.conftest import write_events
+def test_a_throwing_checker_makes_the_verdict_unknown(spark, monkeypatch):
+    from tests.checkers.conftest import history_of
 
     def broken(spark, tables, options):
         raise ZeroDivisionError("division by zero\nsecond line")
@@ -57,16 +55,13 @@ def test_a_throwing_checker_makes_the_verdict_unknown(spark, tmp_path, monkeypat
         return result(duplicate=1)
 
     monkeypatch.setattr(suite, "FAMILIES", (("broken", broken), ("dup", finds_a_duplicate)))
-    write_events(tmp_path, Ops().send(0, "t", 0, 1, offsets=[0]).events)
-    ingest(spark, tmp_path)
-    outcome = suite.check_history(spark, History.open(spark, tmp_path / "history"),
-                                  CheckOptions())
+    events = Ops().send(0, "t", 0, 1, offsets=[0]).events
+    outcome = suite.check_history(spark, history_of(spark, events), CheckOptions())
     assert outcome.result.errors == [{"checker": "broken",
                                       "error": "ZeroDivisionError: division by zero"}]
     assert outcome.valid is False  # the duplicate still counts: false > unknown
     monkeypatch.setattr(suite, "FAMILIES", (("broken", broken),))
-    outcome = suite.check_history(spark, History.open(spark, tmp_path / "history"),
-                                  CheckOptions())
+    outcome = suite.check_history(spark, history_of(spark, events), CheckOptions())
     assert outcome.valid == UNKNOWN
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
-from history_analysis.history.contract import NEMESIS_FS
+from history_analysis.history.schema import NEMESIS_FS
 
 TOPICS = ("jt0", "jt1")
 

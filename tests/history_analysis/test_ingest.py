@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pyarrow.parquet as pq
 import pytest
 
 from history_analysis.history import HistoryError
-from history_analysis.ingest import IngestError, ingest, read_manifest
+from history_analysis.ingest import IngestError, ingest, read_manifest, tables_from_events
 from history_analysis.tables import TABLES
-
-pytestmark = pytest.mark.spark
 
 S = lambda topic, partition, value, offset=None: {  # noqa: E731
     "topic": topic, "partition": partition, "value": value, "offset": offset}
@@ -62,92 +61,141 @@ def write_history(run_dir, events, tail: str = ""):
     return run_dir
 
 
-def rows(spark, run_dir, table):
-    frame = spark.read.parquet(str(run_dir / "history" / table))
-    assert frame.columns == TABLES[table].columns
-    return [tuple(r) for r in frame.collect()]
+def rows(run_dir, table):
+    frame = pq.read_table(run_dir / "history" / table)
+    assert frame.column_names == TABLES[table].columns
+    return [tuple(r.values()) for r in frame.to_pylist()]
 
 
-def test_every_table_has_exactly_the_expected_rows(spark, tmp_path):
+def test_every_table_has_exactly_the_expected_rows(tmp_path):
     run = write_history(tmp_path / "run", EVENTS, tail='{"index":21,"time":2')
-    result = ingest(spark, run)
+    result = ingest(run)
     assert result.events == 21 and result.unmatched == 1 and result.truncated_line == 22
 
-    assert rows(spark, run, "ops") == [
-        # index, invoke_index, invoke_time, time, process, type, f, phase, error
-        (2, 0, 0, 20, 0, "ok", "send", "main", None),
-        (3, 1, 10, 30, 1, "ok", "assign", "main", None),
-        (6, 4, 40, 60, -1, "info", "kill", "main", None),
-        (7, 5, 50, 70, 2, "ok", "subscribe", "main", None),
-        (10, 8, 80, 100, 1, "ok", "poll", "main", None),
-        (11, 9, 90, 110, 2, "info", "poll", "main", "session timed out"),
-        (13, 12, 120, 130, 3, "ok", "commit", "main", None),
-        (15, 14, 140, 150, 4, "ok", "committed", "main", None),
-        (17, 16, 160, 170, 5, "fail", "send", "main", "invalid config"),
-        (19, 18, 180, 190, 6, "ok", "end-offsets", "final", None),
-        (20, 20, 200, None, 7, "info", "send", "main", None),
+    # Every table: op_index, invoke_index, invoke_time, time, process, type,
+    # phase, then its own columns; rows in history order of the completions.
+    assert rows(run, "ops") == [
+        (2, 0, 0, 20, 0, "ok", "main", "send", None),
+        (3, 1, 10, 30, 1, "ok", "main", "assign", None),
+        (6, 4, 40, 60, -1, "info", "main", "kill", None),
+        (7, 5, 50, 70, 2, "ok", "main", "subscribe", None),
+        (10, 8, 80, 100, 1, "ok", "main", "poll", None),
+        (11, 9, 90, 110, 2, "info", "main", "poll", "session timed out"),
+        (13, 12, 120, 130, 3, "ok", "main", "commit", None),
+        (15, 14, 140, 150, 4, "ok", "main", "committed", None),
+        (17, 16, 160, 170, 5, "fail", "main", "send", "invalid config"),
+        (19, 18, 180, 190, 6, "ok", "final", "end-offsets", None),
+        (20, 20, 200, None, 7, "info", "main", "send", None),
     ]
-    assert rows(spark, run, "sends") == [
-        # op_index, process, type, pos, topic, partition, value, offset, invoke_time, time
-        (20, 7, "info", 0, "t", 0, 14, None, 200, None),
-        (2, 0, "ok", 0, "t", 0, 11, 5, 0, 20),
-        (17, 5, "fail", 0, "t", 1, 13, None, 160, 170),
-        (2, 0, "ok", 1, "t", 1, 12, 7, 0, 20),
+    envelope = {2: (2, 0, 0, 20, 0, "ok", "main"), 17: (17, 16, 160, 170, 5, "fail", "main"),
+                20: (20, 20, 200, None, 7, "info", "main")}
+    assert rows(run, "sends") == [
+        (*envelope[2], 0, "t", 0, 11, 5),
+        (*envelope[2], 1, "t", 1, 12, 7),
+        (*envelope[17], 0, "t", 1, 13, None),
+        (*envelope[20], 0, "t", 0, 14, None),
     ]
-    assert rows(spark, run, "reads") == [
-        # op_index, process, type, pos, topic, partition, offset, value, raw, invoke, time, phase
-        (10, 1, "ok", 0, "t", 0, 5, 11, None, 80, 100, "main"),
-        (10, 1, "ok", 1, "t", 0, 6, None, "eHl6", 80, 100, "main"),
+    poll = (10, 8, 80, 100, 1, "ok", "main")
+    assert rows(run, "reads") == [(*poll, 0, "t", 0, 5, 11, None),
+                                  (*poll, 1, "t", 0, 6, None, "eHl6")]
+    assert rows(run, "commits") == [(13, 12, 120, 130, 3, "ok", "main", "g", "t", 1, 8)]
+    fetch = (15, 14, 140, 150, 4, "ok", "main", "g")
+    assert rows(run, "committed") == [(*fetch, "t", 0, None), (*fetch, "t", 1, 8)]
+    assign, subscribe = (3, 1, 10, 30, 1, "ok", "main"), (7, 5, 50, 70, 2, "ok", "main")
+    rebalance = (11, 9, 90, 110, 2, "info", "main")
+    assert rows(run, "assignments") == [
+        (*assign, "assign", None, "t", 0),
+        (*subscribe, "subscribe", "g", "t", None),
+        (*subscribe, "subscribe", "g", "u", None),
+        (*rebalance, "assigned", "g", "t", 1),
+        (*rebalance, "assigned", "g", "u", 0),
     ]
-    assert rows(spark, run, "commits") == [(13, 3, "ok", "g", "t", 1, 8, 120, 130)]
-    assert rows(spark, run, "committed") == [
-        (15, 4, "ok", "g", "t", 0, None, 140, 150),
-        (15, 4, "ok", "g", "t", 1, 8, 140, 150),
-    ]
-    assert rows(spark, run, "assignments") == [
-        # op_index, process, kind, group, topic, partition, time
-        (7, 2, "subscribe", "g", "t", None, 70),
-        (3, 1, "assign", None, "t", 0, 30),
-        (11, 2, "assigned", "g", "t", 1, 110),
-        (7, 2, "subscribe", "g", "u", None, 70),
-        (11, 2, "assigned", "g", "u", 0, 110),
-    ]
-    nemesis = rows(spark, run, "nemesis")
-    assert [r[:5] for r in nemesis] == [(4, 40, 60, "kill", "info")]
-    assert json.loads(nemesis[0][5]) == {"nodes": ["n1"], "killed": True}
-    assert rows(spark, run, "end_offsets") == [(19, 6, "t", 0, 7, 190), (19, 6, "t", 1, 8, 190)]
+    nemesis = rows(run, "nemesis")
+    assert [r[:8] for r in nemesis] == [(6, 4, 40, 60, -1, "info", "main", "kill")]
+    assert json.loads(nemesis[0][8]) == {"nodes": ["n1"], "killed": True}
+    ends = (19, 18, 180, 190, 6, "ok", "final")
+    assert rows(run, "end_offsets") == [(*ends, "t", 0, 7), (*ends, "t", 1, 8)]
 
     manifest = read_manifest(run)
     assert manifest["rows"] == {"ops": 11, "sends": 4, "reads": 2, "commits": 1,
-                                "committed": 2, "assignments": 5, "nemesis": 1,
-                                "end_offsets": 2}
+                                "committed": 2, "assignments": 5, "end_offsets": 2,
+                                "nemesis": 1}
 
 
-def test_ingest_is_idempotent(spark, tmp_path):
+def test_ingest_is_idempotent(tmp_path):
     run = write_history(tmp_path / "run", EVENTS)
-    first = ingest(spark, run)
-    before = rows(spark, run, "sends")
-    second = ingest(spark, run)
+    first = ingest(run)
+    before = rows(run, "sends")
+    second = ingest(run)
     assert first.rows == second.rows
-    assert rows(spark, run, "sends") == before
+    assert rows(run, "sends") == before
     assert sorted(p.name for p in (run / "history").iterdir()) == sorted(
         [*TABLES, "_ingest.json"])
     assert [p.name for p in run.iterdir() if p.name.startswith(".history")] == []
 
 
-def test_a_malformed_history_is_refused_and_old_tables_are_kept(spark, tmp_path):
+def test_a_malformed_history_is_refused_and_old_tables_are_kept(tmp_path):
     run = write_history(tmp_path / "run", EVENTS)
-    ingest(spark, run)
+    ingest(run)
     broken = (run / "history.jsonl").read_text().replace('"type": "ok", "f": "commit"',
                                                          '"type": "okay", "f": "commit"')
     (run / "history.jsonl").write_text(broken)
     with pytest.raises(HistoryError, match=r"history.jsonl:14: field 'type'"):
-        ingest(spark, run)
+        ingest(run)
     assert read_manifest(run)["rows"]["commits"] == 1
+    assert [p.name for p in run.iterdir() if p.name.startswith(".history")] == []
 
 
-def test_a_run_directory_without_history_is_refused(spark, tmp_path):
+def test_a_run_directory_without_history_is_refused(tmp_path):
     with pytest.raises(IngestError, match="no history.jsonl"):
-        ingest(spark, tmp_path)
+        ingest(tmp_path)
     with pytest.raises(IngestError, match="no such run directory"):
-        ingest(spark, tmp_path / "missing")
+        ingest(tmp_path / "missing")
+
+
+def test_blocks_carry_outstanding_operations_and_ended_processes(tmp_path, monkeypatch):
+    """Blocks far smaller than the history: operations completed blocks
+    after their invocation, and a process ended in one block and reused in
+    a later one is refused there, at its line."""
+    import history_analysis.ingest as module
+    monkeypatch.setattr(module, "BLOCK_BYTES", 256)
+    run = write_history(tmp_path / "run", EVENTS)
+    whole = ingest(run)
+    assert whole.rows["ops"] == 11 and whole.unmatched == 1
+    assert rows(run, "reads")[1][-1] == "eHl6"
+    events = EVENTS[:-1] + [(2, "invoke", "poll", {}, {})]   # process 2 ended (info poll)
+    write_history(run, events)
+    with pytest.raises(HistoryError, match=r"history.jsonl:21: field 'process': expected a "
+                                           r"process that has not ended"):
+        ingest(run)
+
+
+def test_valid_lines_arrow_refuses_are_parsed_by_python(tmp_path):
+    """JSON that Python's reader takes and Arrow's does not: a key written
+    twice (the last wins) and an escaped key. The exact validator passes the
+    block, so it is parsed line by line instead — same tables."""
+    run = write_history(tmp_path / "run", EVENTS)
+    plain = ingest(run)
+    text = (run / "history.jsonl").read_text().splitlines()
+    text[0] = text[0].replace('"time": 0,', '"time": 7, "time": 0,')
+    text[4] = text[4].replace('"process": -1', '"\\u0070rocess": -1')
+    (run / "history.jsonl").write_text("\n".join(text) + "\n")
+    again = ingest(run)
+    assert again.rows == plain.rows
+    assert rows(run, "ops")[0] == (2, 0, 0, 20, 0, "ok", "main", "send", None)
+    assert [r[7] for r in rows(run, "nemesis")] == ["kill"]
+
+
+def test_tables_from_events_are_the_tables_ingest_writes(tmp_path):
+    """The in-memory entry point runs the same validation and pairing."""
+    run = write_history(tmp_path / "run", EVENTS)
+    ingest(run)
+    events = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    tables = tables_from_events(events)
+    assert list(tables) == list(TABLES)
+    for name, table in tables.items():
+        assert table.schema == TABLES[name].schema
+        assert table.to_pylist() == pq.read_table(run / "history" / name).to_pylist(), name
+    events[13]["type"] = "okay"
+    with pytest.raises(HistoryError, match=r"^<events>:14: field 'type': expected one of"):
+        tables_from_events(events)

@@ -1,4 +1,6 @@
-"""The kchaos command line, run as a user runs it: a subprocess."""
+"""The kchaos command line, run as a user runs it: a subprocess — or, for
+checks beyond the first, in this process (`kchaos_here`), where the test
+session's Spark session stands in for the JVM each subprocess would start."""
 
 from __future__ import annotations
 
@@ -9,8 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from kchaos import __version__
+from kchaos.cli import cli
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "queue-sample"
 
@@ -18,6 +22,13 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "queue-sample"
 def kchaos(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kchaos", *args], capture_output=True,
                           text=True, timeout=timeout)
+
+
+def kchaos_here(*args: str) -> subprocess.CompletedProcess:
+    """The command line in this process: Spark allows one session per
+    process, so a check reuses the running one (the `spark` fixture)."""
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
 
 
 def copy_example(tmp_path: Path) -> Path:
@@ -48,21 +59,22 @@ def test_validate_history_of_the_example():
     assert "valid history, 40 events, 20 completed operations" in result.stdout
 
 
-def test_a_malformed_history_is_one_line_of_error_and_exit_3(tmp_path):
+@pytest.mark.parametrize("command", [
+    "validate-history", "ingest", pytest.param("check", marks=pytest.mark.spark)])
+def test_a_malformed_history_is_one_line_of_error_and_exit_3(tmp_path, command):
     run = copy_example(tmp_path)
     lines = (run / "history.jsonl").read_text().splitlines(keepends=True)
     event = json.loads(lines[6])
     event["value"]["sends"][0]["partition"] = "zero"
     lines[6] = json.dumps(event) + "\n"
     (run / "history.jsonl").write_text("".join(lines))
-    for command in ("validate-history", "ingest"):
-        result = kchaos(command, str(run))
-        assert result.returncode == 3
-        errors = [line for line in result.stderr.splitlines() if "kchaos:" in line]
-        assert errors == [f"kchaos: error: {run}/history.jsonl:7: field "
-                          "'value.sends[0].partition': expected a partition number "
-                          "(0 to 2147483647), got 'zero'"]
-        assert "Traceback" not in result.stderr
+    result = kchaos(command, str(run))
+    assert result.returncode == 3
+    errors = [line for line in result.stderr.splitlines() if "kchaos:" in line]
+    assert errors == [f"kchaos: error: {run}/history.jsonl:7: field "
+                      "'value.sends[0].partition': expected a partition number "
+                      "(0 to 2147483647), got 'zero'"]
+    assert "Traceback" not in result.stderr
 
 
 def test_missing_run_directory_and_bad_usage_exit_3(tmp_path):
@@ -74,21 +86,19 @@ def test_missing_run_directory_and_bad_usage_exit_3(tmp_path):
 
 
 def test_bad_spark_conf_is_bad_input(tmp_path):
-    result = kchaos("ingest", "--spark-conf", "novalue", str(copy_example(tmp_path)))
+    result = kchaos("check", "--spark-conf", "novalue", str(copy_example(tmp_path)))
     assert result.returncode == 3
     assert "--spark-conf 'novalue': expected KEY=VALUE" in result.stderr
 
 
-@pytest.mark.spark
 def test_ingest_the_example(tmp_path):
     run = copy_example(tmp_path)
-    result = kchaos("ingest", str(run), "--spark-master", "local[1]",
-                    "--spark-conf", "spark.driver.memory=1g")
+    result = kchaos("ingest", str(run))
     assert result.returncode == 0, result.stderr
     assert "ingested 40 events → ops 20, sends 14, reads 20" in result.stdout
     manifest = json.loads((run / "history" / "_ingest.json").read_text())
     assert manifest["rows"]["end_offsets"] == 2
-    assert (run / ".spark").is_dir()  # Spark's scratch space stays in the run directory
+    assert not (run / ".spark").exists()  # ingest needs no Spark
 
 
 def write_run(run: Path, ops) -> Path:
@@ -98,7 +108,7 @@ def write_run(run: Path, ops) -> Path:
 
 
 @pytest.mark.spark
-def test_check_exit_codes_and_summary(tmp_path):
+def test_check_exit_codes_and_summary(spark, tmp_path):
     from tests.checkers.conftest import Ops
 
     valid = copy_example(tmp_path)
@@ -111,7 +121,7 @@ def test_check_exit_codes_and_summary(tmp_path):
     assert result.stdout.startswith(f"{valid}: valid")
     assert json.loads((valid / "results.json").read_text())["valid"] is True
 
-    result = kchaos("check", str(valid), str(invalid), str(undecided), "--max-examples", "1")
+    result = kchaos_here("check", str(valid), str(invalid), str(undecided), "--max-examples", "1")
     assert result.returncode == 1, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"{valid}: valid"
@@ -119,11 +129,11 @@ def test_check_exit_codes_and_summary(tmp_path):
     assert lines[2].startswith(f"{undecided}: unknown; unseen undecided: 1")
     assert any(line.split() == ["lost-write", "0", "1", "0"] for line in lines)
 
-    result = kchaos("check", str(undecided))
+    result = kchaos_here("check", str(undecided))
     assert result.returncode == 2
     assert json.loads((undecided / "results.json").read_text())["valid"] == "unknown"
 
-    result = kchaos("check", str(invalid), "--allow", "lost-write")
+    result = kchaos_here("check", str(invalid), "--allow", "lost-write")
     assert result.returncode == 0, result.stdout
     written = json.loads((invalid / "results.json").read_text())
     assert written["valid"] is True and written["counts"] == {"lost-write": 1}
@@ -141,22 +151,23 @@ def test_check_bad_input_exits_3(spark, tmp_path):
 
     empty = tmp_path / "empty"
     empty.mkdir()
-    result = kchaos("check", str(empty))
+    result = kchaos_here("check", str(empty))
     assert result.returncode == 3 and "neither history.jsonl nor history/" in result.stderr
 
     run = write_run(tmp_path / "run", Ops().send(0, "t", 0, 10, offsets=[0]))
     assert kchaos("ingest", str(run)).returncode == 0
     (run / "history.jsonl").unlink()  # tables only, as another tool may leave them
     shutil.rmtree(run / "history" / "commits")
-    result = kchaos("check", str(run))
+    result = kchaos_here("check", str(run))
     assert result.returncode == 3
     assert "table 'commits' is missing" in result.stderr
 
     spark.createDataFrame([(1, "x")], "op_index long, process string") \
         .write.parquet(str(run / "history" / "commits"))
-    result = kchaos("check", str(run))
+    result = kchaos_here("check", str(run))
     assert result.returncode == 3
-    assert "table 'commits' lacks columns type, group, topic" in result.stderr
+    assert "table 'commits' lacks columns invoke_index, invoke_time, time, type, phase, " \
+        "group, topic" in result.stderr
     assert "Traceback" not in result.stderr
 
 

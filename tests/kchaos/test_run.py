@@ -1,13 +1,12 @@
 """`kchaos run` end to end: a local 3-node reference cluster, real clients,
 the history, the final reads and the checks — clean runs, seeds, an
-external cluster, a broker killed by hand, and a bug switch that must show
-`lost-write` while the same run without it is valid."""
+external cluster and a broker killed by hand. (A bug switch found, and the
+same run without it valid: the validation matrix, tests/kchaos/test_validate.py.)"""
 
 from __future__ import annotations
 
 import json
 import re
-import signal
 import subprocess
 import threading
 import time
@@ -160,101 +159,8 @@ def test_a_broker_killed_by_hand_is_reported_and_the_run_completes(tmp_path, spa
     assert [e["index"] for e in history] == list(range(len(history)))
     report = validate_history(result.run_dir / "history.jsonl")   # well-formed to the end
     assert report.truncated is None and not report.unmatched
-    # acks=all with three replicas: one broker down loses nothing.
-    assert result.valid is True, (result.counts, result.run_dir)
-
-
-def leader_of(bootstrap: str, topic: str) -> int:
-    meta = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
-    return meta.topics[topic].partitions[0].leader
-
-
-def isr_of(bootstrap: str, topic: str) -> list[int]:
-    meta = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
-    return list(meta.topics[topic].partitions[0].isrs)
-
-
-@pytest.mark.parametrize("bug", [None, "acks-all-ignores-min-isr"])
-def test_acks_all_ignoring_min_isr_loses_writes_after_an_unclean_election(tmp_path, spark, bug):
-    """BROKER.md's recipe, by hand: the followers paused until the ISR is the
-    leader alone, the leader killed, the followers back; with unclean
-    election the new leader lacks what the old one acknowledged alone.
-
-    The consumers join a group whose initial rebalance outlasts the main
-    phase, so only the final reads read, as in Jepsen's Kafka tests: the
-    loss shows as `lost-write`. (Consumers reading all along would have read
-    those records from the old leader, and the loss would show as
-    `inconsistent-offsets` where the new leader wrote other values.)"""
-    store = tmp_path / "store"
-    config = TestConfig(time_limit=40, store=store, partitions=1, recovery_time=3,
-                        consumer_mode="subscribe",
-                        broker_config=FAST_BROKERS + ["min.insync.replicas=2",
-                                                      "unclean.leader.election.enable=true",
-                                                      "group.initial.rebalance.delay.ms=120000"],
-                        bugs=[bug] if bug else [], final_time_limit=40)
-    nodes = ["n1", "n2", "n3"]
-    timeline = []
-
-    def faults():
-        pids = when_brokers_run(store, nodes)
-        main_phase_started(store)       # the topic exists, the workload runs
-        time.sleep(4)
-        bootstrap = ",".join(f"{a}:9092" for a in _addresses(store))
-        leader = f"n{leader_of(bootstrap, 'kchaos-t0')}"
-        followers = [n for n in nodes if n != leader]
-        for node in followers:
-            subprocess.run(["kill", "-STOP", str(pids[node])], check=True)
-        timeline.append(f"paused {followers}")
-        deadline = time.monotonic() + 20
-        while isr_of(bootstrap, "kchaos-t0") != [int(leader[1:])] \
-                and time.monotonic() < deadline:
-            time.sleep(0.3)
-        timeline.append(f"ISR {isr_of(bootstrap, 'kchaos-t0')}")
-        # Writes the leader alone holds: wait until some sends are
-        # acknowledged from here on (producers may still be retrying
-        # requests that timed out while the followers hung).
-        timeline.append(f"{acknowledged_sends_from_now(store, 20, 20)} sends acknowledged")
-        subprocess.run(["kill", "-KILL", str(pids[leader])], check=True)
-        for node in followers:
-            subprocess.run(["kill", "-CONT", str(pids[node])], check=True)
-        timeline.append(f"killed {leader}, resumed {followers}")
-
-    fault_thread = threading.Thread(target=faults)
-    fault_thread.start()
-    result = run_and_check(config, spark, progress=Progress.quiet())
-    fault_thread.join()
-    assert len(timeline) == 4, timeline
-    if bug:
-        assert result.valid is False and result.counts.get("lost-write"), \
-            (result.counts, timeline, result.run_dir)
-    else:
-        assert result.valid is True, (result.counts, timeline, result.run_dir)
-
-
-def main_phase_started(store, timeout: float = 60) -> None:
-    """Until the run's history exists: setup (heal-all, topics) is over."""
-    deadline = time.monotonic() + timeout
-    while not list(store.glob("*/*/history.jsonl")):
-        assert time.monotonic() < deadline, f"no history under {store} after {timeout} s"
-        time.sleep(0.2)
-
-
-def acknowledged_sends_from_now(store, count: int, timeout: float) -> int:
-    """Wait until `count` sends complete `ok` in the run's history after
-    this moment (or `timeout` passes); how many did."""
-    [history] = store.glob("*/*/history.jsonl")
-    start = len(history.read_bytes().splitlines())
-    deadline = time.monotonic() + timeout
-    acknowledged = 0
-    while acknowledged < count and time.monotonic() < deadline:
-        time.sleep(0.2)
-        lines = history.read_bytes().splitlines()[start:]
-        acknowledged = sum(b'"type":"ok","f":"send"' in line for line in lines)
-    return acknowledged
-
-
-def _addresses(store) -> list[str]:
-    """The nodes' addresses, from the brokers' own command lines."""
-    found = subprocess.run(["pgrep", "-af", "--", f"--data-dir {store}/"], capture_output=True,
-                           text=True).stdout
-    return sorted(set(re.findall(r"--listen (\S+):9092", found)))
+    # acks=all with three replicas: one broker down loses nothing; but a
+    # broker that died unasked means the run did not test what it meant to.
+    assert result.counts == {}, (result.counts, result.run_dir)
+    assert result.valid == "unknown"
+    assert set(result.suite.result.unknown) == {"node-failures"}

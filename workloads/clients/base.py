@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Protocol
 
+from history_analysis.history import schema as h
+
 OK, FAIL, INFO = "ok", "fail", "info"
 # NOT_ENOUGH_REPLICAS is returned before the append (the ISR is too small),
 # so the attempt that saw it wrote nothing; but with retries an earlier
@@ -120,13 +122,13 @@ def encode_value(value: int) -> bytes:
 
 
 def read(topic: str, partition: int, offset: int, raw: bytes | None) -> dict:
-    """A read as HISTORY.md records it: a value that is not an ASCII decimal
+    """A read as the history records it: a value that is not an ASCII decimal
     64-bit int (another writer's record, a null) keeps its bytes in `raw`."""
     raw = raw or b""
     if _DECIMAL.fullmatch(raw) and int(raw) in _INT64:
-        return {"topic": topic, "partition": partition, "offset": offset, "value": int(raw)}
-    return {"topic": topic, "partition": partition, "offset": offset, "value": None,
-            "raw": base64.b64encode(raw).decode("ascii")}
+        return h.READ(topic=topic, partition=partition, offset=offset, value=int(raw))
+    return h.READ(topic=topic, partition=partition, offset=offset, value=None,
+                  raw=base64.b64encode(raw).decode("ascii"))
 
 
 class ConsumedEpochs:
@@ -152,21 +154,23 @@ class ConsumedEpochs:
 
 
 def partitions_value(partitions) -> list[dict]:
-    return [{"topic": t, "partition": p} for t, p in partitions]
+    return [h.TOPIC_PARTITION(topic=t, partition=p) for t, p in partitions]
 
 
 def rebalance(kind: str, group: str, partitions) -> dict:
-    return {"kind": kind, "group": group, "partitions": partitions_value(partitions)}
+    return h.REBALANCE(kind=kind, group=group, partitions=partitions_value(partitions))
 
 
-def offsets_value(offsets) -> list[dict]:
-    return [{"topic": t, "partition": p, "offset": o} for t, p, o in offsets]
+def offsets_value(offsets, shape: h.Shape = h.OFFSET_AT) -> list[dict]:
+    """(topic, partition, offset) as the history records them; `shape`
+    OFFSET_FOUND for what a committed fetch found (maybe no offset)."""
+    return [shape(topic=t, partition=p, offset=o) for t, p, o in offsets]
 
 
 def sends_outcome(sends: list[tuple[str, int, int]], offsets: list[int | None],
                   errors: list[tuple[str, str] | None]) -> Outcome:
-    value = {"sends": [{"topic": t, "partition": p, "value": v, "offset": o}
-                       for (t, p, v), o in zip(sends, offsets)]}
+    value = h.completion("send", sends=[h.SEND_DONE(topic=t, partition=p, value=v, offset=o)
+                                        for (t, p, v), o in zip(sends, offsets)])
     return verdict(value, errors)
 
 

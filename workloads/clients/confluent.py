@@ -16,6 +16,7 @@ import time
 from confluent_kafka import (OFFSET_BEGINNING, OFFSET_INVALID, OFFSET_STORED, Consumer,
                              KafkaError, KafkaException, Producer, TopicPartition)
 
+from history_analysis.history import schema as h
 from workloads.clients.base import (FAIL, FAIL_UNLESS_RETRIED, INFO, OK, ClientSettings,
                                     ConsumedEpochs,
                                     Outcome, check_group, encode_value, offsets_value,
@@ -211,8 +212,8 @@ class ConfluentConsumer:
 
     def assign(self, partitions: list[tuple[str, int]], seek_to_beginning: bool) -> Outcome:
         self._check_usable()
-        value = {"partitions": partitions_value(partitions),
-                 "seek_to_beginning": seek_to_beginning}
+        value = h.invocation("assign", partitions=partitions_value(partitions),
+                             seek_to_beginning=seek_to_beginning)
         # OFFSET_STORED: the group's committed offset, else auto.offset.reset.
         start = OFFSET_BEGINNING if seek_to_beginning else OFFSET_STORED
         try:
@@ -224,7 +225,7 @@ class ConfluentConsumer:
     def subscribe(self, group: str, topics: list[str]) -> Outcome:
         self._check_usable()
         check_group(self._group, group)
-        value = {"group": group, "topics": list(topics)}
+        value = h.invocation("subscribe", group=group, topics=list(topics))
 
         def recorder(kind: str):
             def record(consumer, partitions) -> None:
@@ -274,13 +275,13 @@ class ConfluentConsumer:
                 break
         with self._lock:
             rebalances, self._rebalances = self._rebalances, []
-        value = {"reads": reads, "rebalances": rebalances}
+        value = h.completion("poll", reads=reads, rebalances=rebalances)
         return Outcome(INFO, value, fatal) if fatal else Outcome(OK, value)
 
     def commit(self, group: str, offsets: list[tuple[str, int, int]]) -> Outcome:
         self._check_usable()
         check_group(self._group, group)
-        value = {"group": group, "offsets": offsets_value(offsets)}
+        value = h.invocation("commit", group=group, offsets=offsets_value(offsets))
         # librdkafka's synchronous commit has no timeout: like the Java
         # commitSync() of its time it retries until the coordinator answers
         # (confluent-kafka-python#260) — measured: 46 s under a 45 s pause.
@@ -313,8 +314,8 @@ class ConfluentConsumer:
                   timeout: float) -> Outcome:
         self._check_usable()
         check_group(self._group, group)
-        unknown = {"group": group, "offsets": [{"topic": t, "partition": p, "offset": None}
-                                               for t, p in partitions]}
+        unknown = h.completion("committed", group=group, offsets=offsets_value(
+            ((t, p, None) for t, p in partitions), h.OFFSET_FOUND))
         try:
             result = self._consumer.committed([TopicPartition(t, p) for t, p in partitions],
                                               timeout=timeout)
@@ -323,9 +324,9 @@ class ConfluentConsumer:
         for tp in result:
             if tp.error is not None:
                 return Outcome(FAIL, unknown, describe(tp.error))
-        return Outcome(OK, {"group": group, "offsets": offsets_value(
-            (tp.topic, tp.partition, None if tp.offset == OFFSET_INVALID else tp.offset)
-            for tp in result)})
+        return Outcome(OK, h.completion("committed", group=group, offsets=offsets_value(
+            ((tp.topic, tp.partition, None if tp.offset == OFFSET_INVALID else tp.offset)
+             for tp in result), h.OFFSET_FOUND)))
 
     def end_offsets(self, partitions: list[tuple[str, int]], timeout: float) -> Outcome:
         self._check_usable()
@@ -342,9 +343,11 @@ class ConfluentConsumer:
             else:
                 error = f"_TIMED_OUT: no ListOffsets answer within {timeout} s"
             if marks is None:
-                return Outcome(FAIL, {"partitions": partitions_value(partitions)}, error)
+                return Outcome(FAIL, h.invocation("end-offsets",
+                                                  partitions=partitions_value(partitions)),
+                               error)
             ends.append((topic, partition, marks[1]))
-        return Outcome(OK, {"offsets": offsets_value(ends)})
+        return Outcome(OK, h.completion("end-offsets", offsets=offsets_value(ends)))
 
     def close(self) -> None:
         if self._closed:

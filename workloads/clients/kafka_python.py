@@ -17,6 +17,7 @@ from kafka import (ConsumerRebalanceListener, KafkaConsumer, KafkaProducer,
                    OffsetAndMetadata, TopicPartition)
 from kafka import errors as Errors
 
+from history_analysis.history import schema as h
 from workloads.clients.base import (FAIL, FAIL_UNLESS_RETRIED, INFO, OK, ClientSettings,
                                     ConsumedEpochs,
                                     Outcome, check_group, encode_value, offsets_value,
@@ -235,8 +236,8 @@ class KafkaPythonConsumer:
         return self._consumer
 
     def assign(self, partitions: list[tuple[str, int]], seek_to_beginning: bool) -> Outcome:
-        value = {"partitions": partitions_value(partitions),
-                 "seek_to_beginning": seek_to_beginning}
+        value = h.invocation("assign", partitions=partitions_value(partitions),
+                             seek_to_beginning=seek_to_beginning)
         tps = [TopicPartition(t, p) for t, p in partitions]
         try:
             consumer = self._client()
@@ -249,7 +250,7 @@ class KafkaPythonConsumer:
 
     def subscribe(self, group: str, topics: list[str]) -> Outcome:
         check_group(self._group, group)
-        value = {"group": group, "topics": list(topics)}
+        value = h.invocation("subscribe", group=group, topics=list(topics))
         try:
             self._client().subscribe(list(topics),
                                      listener=_Recorder(group, self._rebalances, self._lock))
@@ -275,12 +276,12 @@ class KafkaPythonConsumer:
         with self._lock:
             rebalances = self._rebalances[:]
             self._rebalances.clear()
-        value = {"reads": reads, "rebalances": rebalances}
+        value = h.completion("poll", reads=reads, rebalances=rebalances)
         return Outcome(INFO, value, error) if error else Outcome(OK, value)
 
     def commit(self, group: str, offsets: list[tuple[str, int, int]]) -> Outcome:
         check_group(self._group, group)
-        value = {"group": group, "offsets": offsets_value(offsets)}
+        value = h.invocation("commit", group=group, offsets=offsets_value(offsets))
         try:
             # Without timeout_ms, commit retries retriable errors forever.
             self._client().commit(
@@ -305,19 +306,22 @@ class KafkaPythonConsumer:
                 found.append((topic, partition, consumer.committed(
                     TopicPartition(topic, partition), timeout_ms=remaining_ms)))
         except Errors.KafkaError as e:  # a read: a failure changes nothing
-            return Outcome(FAIL, {"group": group, "offsets": offsets_value(
-                (t, p, None) for t, p in partitions)},
+            return Outcome(FAIL, h.completion("committed", group=group, offsets=offsets_value(
+                ((t, p, None) for t, p in partitions), h.OFFSET_FOUND)),
                 describe(e, f"no OffsetFetch answer within {timeout} s"))
-        return Outcome(OK, {"group": group, "offsets": offsets_value(found)})
+        return Outcome(OK, h.completion("committed", group=group,
+                                        offsets=offsets_value(found, h.OFFSET_FOUND)))
 
     def end_offsets(self, partitions: list[tuple[str, int]], timeout: float) -> Outcome:
         tps = [TopicPartition(t, p) for t, p in partitions]
         try:
             ends = self._client(timeout).end_offsets(tps, timeout_ms=int(timeout * 1000))
         except Errors.KafkaError as e:
-            return Outcome(FAIL, {"partitions": partitions_value(partitions)}, describe(e))
-        return Outcome(OK, {"offsets": offsets_value(
-            (tp.topic, tp.partition, ends[tp]) for tp in tps)})
+            return Outcome(FAIL, h.invocation("end-offsets",
+                                              partitions=partitions_value(partitions)),
+                           describe(e))
+        return Outcome(OK, h.completion("end-offsets", offsets=offsets_value(
+            (tp.topic, tp.partition, ends[tp]) for tp in tps)))
 
     def close(self) -> None:
         if self._consumer is not None:

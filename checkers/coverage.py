@@ -1,0 +1,70 @@
+"""What the history shows was tested. A run in which something was not
+tested cannot be `valid`: it is `unknown`, with the reason (Jepsen's stats
+checker fails a run in which an operation type never succeeded).
+
+Owns no anomaly type; adds `unknown` entries, each with a one-line
+`summary` (the verdict line shows it) and a `reason`:
+
+- `untested`: an operation the workload issued (any client `f` but `crash`,
+  which by the contract never completes `ok`) never completed `ok`;
+- `final-reads`: the final phase recorded a partition's end and its reads
+  did not reach it (the rule of checkers/lost.py's docstring, without its
+  unplaced-send condition);
+- `no-fault-applied`: the nemesis asked for faults and none was applied
+  (every fault operation but `heal` completed `fail`).
+
+The run's own outcome (a broker that died unasked, a failed heal, a nemesis
+that raised) is not in the history; kchaos/check.py adds those from
+test.json.
+"""
+
+from __future__ import annotations
+
+from checkers.findings import FINAL_READS_SHORT
+from checkers.history import History
+from checkers.result import CheckOptions, CheckResult
+from history_analysis.history.schema import CLIENT_FS
+
+FAMILY = "coverage"
+TYPES = ()
+NOT_ISSUED_OK = frozenset({"crash"})   # completes `info` by definition
+
+
+def check(spark, history: History, options: CheckOptions) -> CheckResult:
+    from checkers.colocated import collected
+    result = CheckResult()
+    ops = history.summary().operations
+    issued: dict[str, dict[str, int]] = {}
+    for (f, type_), (count, _, _) in ops.items():
+        if f in CLIENT_FS and f not in NOT_ISSUED_OK:
+            issued.setdefault(f, {})[type_] = count
+    never_ok = {f: types for f, types in sorted(issued.items()) if not types.get("ok")}
+    if never_ok:
+        listed = ", ".join(f"{f} (0 of {sum(t.values())} ok)" for f, t in never_ok.items())
+        result.unknown["untested"] = {
+            "summary": f"never ok: {listed}",
+            "reason": "operations the workload issued never completed ok, so what they "
+                      f"would show was not tested: {listed}",
+            "operations": never_ok}
+
+    found = collected(history, options.max_examples)
+    short = found.counts.get(FINAL_READS_SHORT, 0)
+    if short:
+        partitions = sorted(({k: v for k, v in c.items() if k != "type"}
+                             for c in found.examples.get(FINAL_READS_SHORT, [])),
+                            key=lambda c: (c["topic"], c["partition"]))
+        result.unknown["final-reads"] = {
+            "summary": f"final reads short of the end in {short} partition(s)",
+            "reason": "the final phase recorded where each partition ends, and its reads "
+                      f"did not reach that end in {short} partition(s): what they did not "
+                      "read was not checked",
+            "count": short, "partitions": partitions}
+
+    by_type = history.summary().faults
+    if by_type and not by_type.get("info"):
+        result.unknown["no-fault-applied"] = {
+            "summary": f"no fault applied ({sum(by_type.values())} asked, all failed)",
+            "reason": "the nemesis asked for faults and every one failed to apply, so the "
+                      "run tested no fault",
+            "operations": by_type}
+    return result
