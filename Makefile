@@ -33,7 +33,9 @@ example: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	$(BIN)/python benchmarks/history_writer.py
+	$(BIN)/python benchmarks/check_latency.py
 	$(BIN)/python benchmarks/checker_scale.py --events 1000000 --anomalies 3 --seed 1 --jsonl
+	$(BIN)/python benchmarks/ingest_stages.py store/checker-scale-N1000000-K3-S1
 
 # System packages: Java for Spark, venv for Python. Installed only if missing.
 system-deps:

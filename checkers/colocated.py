@@ -34,6 +34,7 @@ from checkers.partition import COLOCATED, SOURCES, Context, Partition
 PER_PARTITION = (version_order, duplicates, lost, send_order, poll_order, group_offsets, stats)
 
 OUTPUT_SPARK = from_arrow_schema(OUTPUT)
+BUCKETS_PER_SHUFFLE_PARTITION = 4
 
 
 def per_bucket(context: Context):
@@ -45,9 +46,13 @@ def per_bucket(context: Context):
         key = np.asarray(topics.indices, dtype=np.int64) * (1 << 32) \
             + np.asarray(rows["partition"], dtype=np.int64)
         by = np.argsort(key, kind="stable")
-        bounds = np.flatnonzero(np.diff(key[by])) + 1
-        parts = [check_partition(rows.take(pa.array(group)), context)
-                 for group in np.split(by, bounds)] if len(by) else []
+        # One take, then slices: a take per partition from the many chunks
+        # Spark hands over cost more than the checks of small partitions.
+        rows = rows.take(pa.array(by)).combine_chunks()
+        starts = np.concatenate([[0], np.flatnonzero(np.diff(key[by])) + 1, [len(by)]])
+        parts = [check_partition(rows.slice(start, end - start), context)
+                 for start, end in zip(starts[:-1].tolist(), starts[1:].tolist())] \
+            if len(by) else []
         return pa.concat_tables(parts) if parts else OUTPUT.empty_table()
     return check
 
@@ -97,9 +102,12 @@ def colocated_rows(history: History) -> DataFrame:
 
 def findings(history: History, max_examples: int) -> DataFrame:
     """Every family's findings of every partition. The partitions are
-    spread over as many buckets as shuffle partitions, each bucket one call
-    of Python (a call per partition would cost more than small ones do)."""
-    buckets = F.pmod(F.xxhash64("topic", "partition"), F.lit(int(history.shuffle_partitions)))
+    spread over a few buckets per shuffle partition, each bucket one call of
+    Python (a call per partition would cost more than small ones do). A few,
+    not one: the shuffle hashes the bucket numbers in turn, and with one
+    each, two of them can land on one task and leave a core idle."""
+    count = BUCKETS_PER_SHUFFLE_PARTITION * int(history.shuffle_partitions)
+    buckets = F.pmod(F.xxhash64("topic", "partition"), F.lit(count))
     return colocated_rows(history).withColumn("bucket", buckets).groupBy("bucket") \
         .applyInArrow(per_bucket(context(history, max_examples)), OUTPUT_SPARK)
 

@@ -22,10 +22,18 @@ from checkers.summary import Summary
 from history_analysis.spark import FIXED_SHUFFLE_PARTITIONS, SHUFFLE_PARTITIONS
 from history_analysis.tables import TABLES, read_tables
 
-# Shuffle partitions: about this many bytes of Parquet input each (a small
-# run gets one, so its check is not a hundred empty tasks) — unless the
-# session was given spark.sql.shuffle.partitions.
+# Shuffle partitions: about 48 MiB of Parquet input each, but one per core
+# as long as each still gets 4 MiB (a small run gets one, so its check is
+# not a hundred near-empty tasks; a mid-sized one still uses every core) —
+# unless the session was given spark.sql.shuffle.partitions.
 BYTES_PER_SHUFFLE_PARTITION = 48 << 20
+MIN_BYTES_PER_SHUFFLE_PARTITION = 4 << 20
+
+
+def shuffle_partitions(input_bytes: int, cores: int) -> int:
+    by_size = input_bytes // BYTES_PER_SHUFFLE_PARTITION + 1
+    by_cores = min(cores, input_bytes // MIN_BYTES_PER_SHUFFLE_PARTITION + 1)
+    return max(1, min(400, max(by_size, by_cores)))
 
 
 class History:
@@ -40,7 +48,7 @@ class History:
         self._memo: dict[Any, Any] = {}
         fixed = spark.conf.get(FIXED_SHUFFLE_PARTITIONS, "false") == "true"
         self.shuffle_partitions = spark.conf.get(SHUFFLE_PARTITIONS) if fixed else \
-            str(max(1, min(400, input_bytes // BYTES_PER_SHUFFLE_PARTITION + 1)))
+            str(shuffle_partitions(input_bytes, spark.sparkContext.defaultParallelism))
 
     @classmethod
     def open(cls, spark: SparkSession, tables_dir, scratch=None) -> "History":

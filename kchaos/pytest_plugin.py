@@ -21,7 +21,7 @@ import pytest
 @pytest.fixture(scope="session")
 def kchaos_spark(tmp_path_factory):
     """The Spark session the checks run on: one per test session, started in
-    the background when the first run's workload stops (kchaos/session.py).
+    the background during the first run's setup (kchaos/session.py).
     Override this fixture to use another master or settings."""
     from kchaos.session import BackgroundSession
     session = BackgroundSession(master="local[2]",

@@ -358,7 +358,7 @@ def run_and_check(config: TestConfig, spark, *, allowed: frozenset[str] = frozen
                   max_examples: int = 32, progress: Progress | None = None) -> RunResult:
     """run_test, then the checker suite on its run directory (results.json);
     what `kchaos run` and the pytest plugin both do. `spark` is a
-    BackgroundSession (started when the workload stops) or a running
+    BackgroundSession (started during setup, if not yet) or a running
     SparkSession."""
     from checkers.result import ALLOWED_BY_DEFAULT, CheckOptions
     from kchaos.check import check_run

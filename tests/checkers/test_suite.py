@@ -87,3 +87,14 @@ def test_results_json_of_a_run_with_a_lost_write(spark, tmp_path):
     assert lost_send - 2 in case["evidence"]
     assert written["stats"]["ops"] == {"send": {"ok": 2}, "poll": {"ok": 1}}
     assert written["stats"]["realtime_lag"]["polls"] == 1
+
+
+def test_shuffle_partitions_follow_the_input_and_the_cores():
+    from checkers.history import shuffle_partitions
+    MiB = 1 << 20
+    assert shuffle_partitions(0, 2) == 1                  # a tiny run: one task
+    assert shuffle_partitions(3 * MiB, 2) == 1
+    assert shuffle_partitions(20 * MiB, 2) == 2           # every core, 10 MiB each
+    assert shuffle_partitions(20 * MiB, 8) == 6           # but 4 MiB at least each
+    assert shuffle_partitions(480 * MiB, 2) == 11         # 48 MiB each
+    assert shuffle_partitions(1 << 50, 2) == 400

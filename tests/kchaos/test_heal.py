@@ -57,6 +57,7 @@ def reaches(from_netns: str, address: str, port: int = 9092) -> bool:
                           capture_output=True).returncode == 0
 
 
+@pytest.mark.slow
 def test_kchaos_heal_after_the_harness_was_killed_mid_partition(tmp_path, spark):
     store = tmp_path / "store"
     harness = subprocess.Popen(

@@ -36,6 +36,7 @@ def completions(run_dir) -> Counter:
     return Counter((e["f"], e["type"]) for e in events(run_dir) if e["type"] != "invoke")
 
 
+@pytest.mark.slow
 def test_a_clean_30_second_run_is_valid(kchaos):
     """Through the pytest plugin's fixture, as a user's suite would."""
     result = kchaos(time_limit=30, seed=1, crash_clients_every=8, concurrency=6, rate=300,
@@ -90,6 +91,7 @@ def decisions(run_dir, concurrency: int) -> dict[int, list]:
     return chosen
 
 
+@pytest.mark.slow
 def test_the_same_seed_invokes_the_same_operations(tmp_path):
     runs = []
     for n in range(2):
@@ -139,6 +141,7 @@ def when_brokers_run(store, nodes: list[str], timeout: float = 60) -> dict[str, 
     raise AssertionError(f"brokers {nodes} not running under {store}")
 
 
+@pytest.mark.slow
 def test_a_broker_killed_by_hand_is_reported_and_the_run_completes(tmp_path, spark):
     store = tmp_path / "store"
     config = TestConfig(time_limit=15, store=store, broker_config=FAST_BROKERS, recovery_time=2)

@@ -29,6 +29,7 @@ def test_every_bug_switch_has_a_recipe_and_the_fast_subset_is_the_issue_s():
         assert not {"bugs", "seed", "store", "nemesis_script"} & set(recipe.config)
 
 
+@pytest.mark.slow
 @needs_root
 @pytest.mark.spark
 @pytest.mark.root
