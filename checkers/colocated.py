@@ -105,8 +105,10 @@ def findings(history: History, max_examples: int) -> DataFrame:
     spread over a few buckets per shuffle partition, each bucket one call of
     Python (a call per partition would cost more than small ones do). A few,
     not one: the shuffle hashes the bucket numbers in turn, and with one
-    each, two of them can land on one task and leave a core idle."""
-    count = BUCKETS_PER_SHUFFLE_PARTITION * int(history.shuffle_partitions)
+    each, two of them can land on one task and leave a core idle. (With
+    one task there is nothing to balance: one bucket, one call.)"""
+    tasks = int(history.shuffle_partitions)
+    count = BUCKETS_PER_SHUFFLE_PARTITION * tasks if tasks > 1 else 1
     buckets = F.pmod(F.xxhash64("topic", "partition"), F.lit(count))
     return colocated_rows(history).withColumn("bucket", buckets).groupBy("bucket") \
         .applyInArrow(per_bucket(context(history, max_examples)), OUTPUT_SPARK)
