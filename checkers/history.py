@@ -15,7 +15,6 @@ from typing import Any, Callable
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
 from checkers.summary import Summary
@@ -44,7 +43,6 @@ class History:
         self._frames = frames
         self._arrow = arrow     # the same tables as pyarrow datasets
         self._scratch = scratch
-        self._derived: dict[Any, DataFrame] = {}
         self._memo: dict[Any, Any] = {}
         fixed = spark.conf.get(FIXED_SHUFFLE_PARTITIONS, "false") == "true"
         self.shuffle_partitions = spark.conf.get(SHUFFLE_PARTITIONS) if fixed else \
@@ -74,12 +72,6 @@ class History:
     def summary(self) -> Summary:
         return self.memo("summary", lambda: Summary.of(self._arrow))
 
-    def derived(self, key: Any, build: Callable[[], DataFrame]) -> DataFrame:
-        if key not in self._derived:
-            self.spark.conf.set(SHUFFLE_PARTITIONS, self.shuffle_partitions)
-            self._derived[key] = build().persist(StorageLevel.MEMORY_AND_DISK)
-        return self._derived[key]
-
     def memo(self, key: Any, build: Callable[[], Any]) -> Any:
         """build()'s result, made once; a failure is kept too, so the
         families that share it fail at once rather than each running it."""
@@ -95,9 +87,6 @@ class History:
         return value
 
     def release(self) -> None:
-        for frame in self._derived.values():
-            frame.unpersist()
-        self._derived.clear()
         self._memo.clear()
         if self._scratch is not None:
             self._scratch.cleanup()

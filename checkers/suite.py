@@ -113,17 +113,9 @@ def _warm_up_events() -> list[dict]:
 def warm_up(spark: SparkSession) -> None:
     """Check a tiny history once, so that Spark's generated code and Python
     workers are ready for the run's own (kchaos/session.py)."""
-    import tempfile
-
-    import pyarrow.parquet as pq
-
     from history_analysis.ingest import tables_from_events
-    with tempfile.TemporaryDirectory(prefix="kchaos-warm-up-") as scratch:
-        for name, table in tables_from_events(_warm_up_events()).items():
-            (Path(scratch) / name).mkdir()
-            pq.write_table(table, Path(scratch) / name / "part-0.parquet")
-        history = History.open(spark, scratch)
-        try:
-            check_history(spark, history, CheckOptions())
-        finally:
-            history.release()
+    history = History.from_arrow(spark, tables_from_events(_warm_up_events()))
+    try:
+        check_history(spark, history, CheckOptions())
+    finally:
+        history.release()

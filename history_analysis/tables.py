@@ -186,10 +186,6 @@ def _rows(table: Table, frame: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def empty_tables() -> dict[str, pa.Table]:
-    return {name: t.schema.empty_table() for name, t in TABLES.items()}
-
-
 class TableError(ValueError):
     """The Parquet tables of a run directory are missing or malformed."""
 

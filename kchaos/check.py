@@ -36,7 +36,7 @@ def check_run(spark, run_dir: str | os.PathLike, options: CheckOptions) -> Suite
         raise IngestError(f"{run_dir}: no such run directory")
     if not (run_dir / HISTORY_FILE).is_file() and not (run_dir / TABLES_DIR).is_dir():
         raise IngestError(f"{run_dir}: neither {HISTORY_FILE} nor {TABLES_DIR}/ is here; "
-                          "a run directory holds the history a run wrote (HISTORY.md)")
+                          "a run directory holds the history a run wrote (docs/history.md)")
     if tables_are_stale(run_dir):
         ingest(run_dir)
     history = History.open(spark, run_dir / TABLES_DIR)

@@ -37,7 +37,6 @@ SCHEMA_VERSION = 1
 NEMESIS_PROCESS = -1
 
 EVENT_TYPES = ("invoke", "ok", "fail", "info")
-COMPLETION_TYPES = ("ok", "fail", "info")
 PHASES = ("main", "final")
 REBALANCE_KINDS = ("assigned", "revoked", "lost")
 NEMESIS_FS = (

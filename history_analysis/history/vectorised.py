@@ -45,7 +45,6 @@ class Envelope:
     type: np.ndarray
     f: np.ndarray
     phase: np.ndarray
-    phase_given: np.ndarray   # a phase other than null
     error_given: np.ndarray   # an error other than null
     missing: np.ndarray       # a required envelope field is null
 
@@ -65,7 +64,6 @@ class Envelope:
             process=number("process", NO_PROCESS),
             type=codes(events["type"], EVENT_TYPES), f=codes(events["f"], FS),
             phase=codes(pc.fill_null(phase, "main"), PHASES),
-            phase_given=np.asarray(phase.is_valid()),
             error_given=np.asarray(events["error"].is_valid()),
             missing=missing)
 
