@@ -6,22 +6,27 @@
 #   make bench    the benchmarks that print the README's performance figures
 #   make validate the validation matrix: every bug switch found, no false alarm,
 #                 and a 10-minute soak of every fault on the correct broker
+#   make docker-deps Docker for the docker backend (root): engine, dockerd, offline base
 
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: run test test-fast validate example bench system-deps clean
+.PHONY: run test test-fast validate example bench system-deps docker-deps clean
 
 run: $(STAMP)
 	$(BIN)/kchaos run $(RUN_ARGS)
 
-test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+# Two workers: the end-to-end runs wait on time limits more than they use
+# the cores (tests/conftest.py keeps those on the default subnet on one).
+PARALLEL ?= -n 2 --dist loadgroup
 
-test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+test: $(STAMP) docker-deps
+	$(BIN)/python -m pytest $(PARALLEL) $(PYTEST_ARGS)
+
+test-fast: $(STAMP) docker-deps
+	$(BIN)/python -m pytest $(PARALLEL) -m "not slow" $(PYTEST_ARGS)
 
 validate: $(STAMP)
 	$(BIN)/kchaos validate --soak 10 --table-out store/validation.md $(VALIDATE_ARGS)
@@ -55,10 +60,50 @@ system-deps:
 		echo "installing fuse3 and libfuse3-3 (disk faults: the FUSE disk gate, nemesis/disk)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3 libfuse3-3; \
 	fi
+	@if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ] || ! command -v ssh >/dev/null 2>&1 \
+			|| ! command -v rsync >/dev/null 2>&1 || ! command -v sudo >/dev/null 2>&1; then \
+		echo "installing openssh-server, openssh-client, rsync and sudo (the ssh backend and its tests)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			openssh-server openssh-client rsync sudo; \
+	fi
 	@if ! $(PYTHON) -c 'import ensurepip, venv' >/dev/null 2>&1; then \
 		echo "installing python3-venv"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; \
 	fi
+
+# Docker for the docker backend and the tests marked `docker`: the engine
+# (docker.io), debootstrap for the offline base image, docker-compose for
+# docker/compose.yaml; dockerd started in the background when it does not
+# answer (waited for, at most DOCKERD_WAIT s); the offline base built once
+# (docker/build-offline-base.sh, a no-op when the image exists). Root only.
+DOCKERD_LOG  ?= /var/log/kchaos-dockerd.log
+DOCKERD_WAIT ?= 60
+
+docker-deps:
+	@if [ "$$(id -u)" != 0 ]; then \
+		echo "docker-deps: not root, skipped (install Docker and start dockerd yourself)"; exit 0; \
+	fi; \
+	missing=""; \
+	command -v dockerd >/dev/null 2>&1 || missing="$$missing docker.io"; \
+	command -v debootstrap >/dev/null 2>&1 || missing="$$missing debootstrap"; \
+	command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing (the docker backend and its tests)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing \
+			|| exit 1; \
+	fi; \
+	if ! docker info >/dev/null 2>&1; then \
+		echo "starting dockerd (log: $(DOCKERD_LOG))"; \
+		setsid -f dockerd >>$(DOCKERD_LOG) 2>&1 </dev/null; \
+		waited=0; \
+		until docker info >/dev/null 2>&1; do \
+			if [ $$waited -ge $(DOCKERD_WAIT) ]; then \
+				echo "dockerd does not answer after $(DOCKERD_WAIT) s: see $(DOCKERD_LOG)"; exit 1; \
+			fi; \
+			sleep 1; waited=$$((waited + 1)); \
+		done; \
+	fi; \
+	sh docker/build-offline-base.sh
 
 # Re-install when the packaging or the set of packages changes (the editable
 # install maps the packages that existed when it ran).

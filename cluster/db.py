@@ -16,20 +16,16 @@ needs. Two adapters:
 from __future__ import annotations
 
 import signal
-import socket
-import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path, PurePath
 from typing import Protocol, runtime_checkable
 
+from cluster.daemon_db import DaemonDB
 from cluster.node import Node, PortInUse, port_owner
-from cluster.readiness import metadata_problem
 
 BROKER = "broker"
 CONTROLLER = "controller"
 CONTROLLER_ID = 0
-LOG_TAIL_LINES = 15
 
 
 @runtime_checkable
@@ -87,7 +83,7 @@ class NotSupported(NotImplementedError):
     """The DB adapter cannot do this to its cluster."""
 
 
-class ReferenceDB:
+class ReferenceDB(DaemonDB):
     """The reference broker on the nodes given to `start_all` (or `bind`).
 
     Node `<workdir>` holds `data/` and `broker.log`; the first node also
@@ -97,103 +93,30 @@ class ReferenceDB:
 
     def __init__(self, *, bugs: Sequence[str] = (), config: Sequence[str] = (),
                  port: int = 9092, controller_port: int = 9093, log_level: str = "INFO",
-                 python: str = sys.executable):
+                 python: str | None = None):
         if port == controller_port:
             raise ValueError(f"port={port!r} and controller_port={controller_port!r}: the "
                              f"first node runs both daemons, so they need different ports")
+        super().__init__()
         self.bugs = list(bugs)
         self.config = list(config)
         self.port = port
         self.controller_port = controller_port
         self.log_level = log_level
-        self.python = python
-        self.nodes: list[Node] = []
-        self._expected: set[tuple[str, str]] = set()  # (node, daemon) that should run
-
-    # -- the cluster -------------------------------------------------------
-
-    def bind(self, nodes: Sequence[Node]) -> None:
-        """The cluster's nodes, in order: the first hosts the controller and
-        node i (from 0) the broker with node id i + 1."""
-        if not nodes:
-            raise ValueError("nodes=[]: the reference DB needs at least one node")
-        self.nodes = list(nodes)
-
-    def start_all(self, nodes: Sequence[Node], *, timeout: float = 60.0) -> None:
-        """Bind nodes, set each up and wait until the cluster is ready."""
-        self.bind(nodes)
-        for node in self.nodes:
-            self.setup(node)
-        self.wait_ready(timeout)
-
-    def bootstrap_servers(self) -> str:
-        self._check_bound("bootstrap_servers")
-        return ",".join(f"{node.address}:{self.port}" for node in self.nodes)
-
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        """Until every running broker is registered and unfenced (Metadata
-        lists it) and every partition has a leader. A daemon that exits
-        unasked fails at once; a timeout shows each node's log tail."""
-        self._check_bound("wait_ready")
-        deadline = time.monotonic() + timeout
-        problem = "no metadata yet"
-        while time.monotonic() < deadline:
-            self._check_alive()
-            running = [n for n in self.nodes if n.is_running(BROKER)]
-            # A broker listens only once the controller has unfenced it; a
-            # restarted one is still listed under its old registration.
-            closed = [n.name for n in running if not _accepts(n.address, self.port)]
-            if closed:
-                problem = f"brokers not listening yet: {closed}"
-                time.sleep(0.1)
-                continue
-            bootstrap = ",".join(f"{n.address}:{self.port}" for n in running)
-            problem = metadata_problem(bootstrap, {self.node_id(n) for n in running},
-                                       min(5.0, max(0.5, deadline - time.monotonic())))
-            if problem is None:
-                return
-            time.sleep(0.2)
-        raise TimeoutError(f"reference cluster not ready after {timeout} s: {problem}\n"
-                           + "\n".join(self._log_tail(n) for n in self.nodes))
-
-    def node_id(self, node: Node) -> int:
-        for i, bound in enumerate(self.nodes):
-            if bound.name == node.name:
-                return i + 1
-        raise ValueError(f"node={node.name!r} is not one of this DB's nodes "
-                         f"{[n.name for n in self.nodes]}")
-
-    def crashed(self) -> list[str]:
-        """Names of the nodes whose broker should run (started, not killed
-        through this adapter) and does not."""
-        return [n.name for n in self.nodes
-                if (n.name, BROKER) in self._expected and not n.is_running(BROKER)]
-
-    def primary(self, topic: str, partition: int) -> Node | None:
-        """The leader of topic-partition as Metadata from the running
-        brokers says; None when it has none or no broker answers."""
-        state = self._partition_state(topic, partition)
-        return None if state is None or state[0] is None else self._by_id(state[0])
-
-    def in_sync(self, topic: str, partition: int) -> list[Node] | None:
-        """The nodes in topic-partition's ISR by Metadata (None: no answer)."""
-        state = self._partition_state(topic, partition)
-        return None if state is None else [n for n in map(self._by_id, state[1]) if n]
-
-    def _partition_state(self, topic: str, partition: int):
-        from cluster.readiness import partition_state
-        running = [n for n in self.nodes if n.is_running(BROKER)]
-        if not running:
-            return None
-        return partition_state(",".join(f"{n.address}:{self.port}" for n in running),
-                               topic, partition)
-
-    def _by_id(self, node_id: int) -> Node | None:
-        return self.nodes[node_id - 1] if 1 <= node_id <= len(self.nodes) else None
+        self.python = python            # None: each node's own (Node.python)
 
     def controller_node(self) -> Node | None:
         """The first node: the single controller runs there."""
         return self.nodes[0] if self.nodes else None
+
+    def daemons_on(self, node: Node) -> list[str]:
+        return [BROKER] + ([CONTROLLER] if self._is_controller_node(node) else [])
+
+    def log_files(self, node: Node) -> list[PurePath]:
+        return [node.workdir / f"{daemon}.log" for daemon in self.daemons_on(node)]
+
+    def data_dirs(self, node: Node) -> list[str]:
+        return ["data", "controller"]
 
     # -- one node ----------------------------------------------------------
 
@@ -226,42 +149,11 @@ class ReferenceDB:
         self._expected.discard((node.name, BROKER))
         node.stop_daemon(BROKER, sig=signal.SIGKILL)
 
-    def alive(self, node: Node) -> bool:
-        return node.is_running(BROKER)
-
     def pause(self, node: Node) -> None:
         node.signal(BROKER, signal.SIGSTOP)
 
     def resume(self, node: Node) -> None:
         node.signal(BROKER, signal.SIGCONT)
-
-    def teardown(self, node: Node) -> None:
-        # stop_daemon continues a paused process before the SIGKILL.
-        self._expected -= {(node.name, BROKER), (node.name, CONTROLLER)}
-        node.stop_daemon(BROKER, sig=signal.SIGKILL)
-        node.stop_daemon(CONTROLLER, sig=signal.SIGKILL)
-
-    def log_files(self, node: Node) -> list[PurePath]:
-        names = ["broker.log"] + (["controller.log"] if self._is_controller_node(node) else [])
-        return [node.workdir / name for name in names]
-
-    def collect(self, node: Node, dest_dir: str | Path) -> None:
-        """Copy node's logs into dest_dir (the run directory's
-        `nodes/<name>/`) with `data-listing.txt`: each file under its data
-        directories, relative path and size in bytes."""
-        dest = Path(dest_dir)
-        dest.mkdir(parents=True, exist_ok=True)
-        for path in self.log_files(node):
-            try:
-                (dest / path.name).write_bytes(node.get(path))
-            except FileNotFoundError:
-                continue
-        listing = []
-        for sub in ("data", "controller"):
-            found = node.run(["find", str(node.workdir / sub), "-type", "f",
-                              "-printf", r"%P\t%s\n"], check=False)
-            listing += [f"{sub}/{line}" for line in found.stdout.splitlines()]
-        (dest / "data-listing.txt").write_text("".join(f"{line}\n" for line in sorted(listing)))
 
     # -- inside ------------------------------------------------------------
 
@@ -270,7 +162,7 @@ class ReferenceDB:
         return node.name == self.nodes[0].name
 
     def _controller_argv(self, node: Node) -> list[str]:
-        return [self.python, "-m", "reference_broker", "--node-id", str(CONTROLLER_ID),
+        return [self._python(node), "-m", "reference_broker", "--node-id", str(CONTROLLER_ID),
                 "--listen", f"{node.address}:{self.controller_port}",
                 "--data-dir", str(node.workdir / "controller"),
                 "--process-roles", "controller", "--log-level", self.log_level,
@@ -278,17 +170,19 @@ class ReferenceDB:
 
     def _broker_argv(self, node: Node) -> list[str]:
         controller = f"{self.nodes[0].address}:{self.controller_port}"
-        return [self.python, "-m", "reference_broker", "--node-id", str(self.node_id(node)),
+        return [self._python(node), "-m", "reference_broker",
+                "--node-id", str(self.node_id(node)),
                 "--listen", f"{node.address}:{self.port}",
                 "--data-dir", str(node.workdir / "data"),
                 "--controller", controller, "--log-level", self.log_level,
                 *_repeat("--config", self.config), *_repeat("--bug", self.bugs)]
 
-    def _check_bound(self, method: str) -> None:
-        if not self.nodes:
-            raise ValueError(f"ReferenceDB.{method}: the DB does not know its nodes yet; "
-                             f"call start_all(nodes) or bind(nodes) first (the first node "
-                             f"hosts the controller)")
+    def _python(self, node: Node) -> str:
+        python = self.python or node.python
+        if not python:
+            raise ValueError(f"{node.name}: the reference broker needs kchaos installed on the "
+                             f"node, and this node has no Python with kchaos")
+        return python
 
     @staticmethod
     def _check_port_free(node: Node, port: int) -> None:
@@ -298,39 +192,11 @@ class ReferenceDB:
                             f"{owner}: stop it, or pass another port= / controller_port= "
                             f"to ReferenceDB")
 
-    def _check_alive(self) -> None:
-        """A daemon that should run and does not has crashed."""
-        dead = [(n, daemon) for n in self.nodes for daemon in (CONTROLLER, BROKER)
-                if (n.name, daemon) in self._expected and not n.is_running(daemon)]
-        if dead:
-            raise RuntimeError("reference cluster: "
-                               + "; ".join(f"the {d} on {n.name} exited{self._held(n, d)}"
-                                           for n, d in dead)
-                               + "\n" + "\n".join(self._log_tail(n) for n, _ in dead))
-
     def _held(self, node: Node, daemon: str) -> str:
         """Why a daemon may have failed to listen: someone else has its port."""
         port = self.controller_port if daemon == CONTROLLER else self.port
         owner = port_owner(node, node.address, port)
         return f" ({node.address}:{port} is held by {owner})" if owner else ""
-
-    def _log_tail(self, node: Node) -> str:
-        tails = []
-        for path in self.log_files(node):
-            try:
-                lines = node.get(path).decode(errors="replace").splitlines()
-            except FileNotFoundError:
-                lines = ["(no log)"]
-            tails.append(f"--- {node.name}:{path}\n" + "\n".join(lines[-LOG_TAIL_LINES:]))
-        return "\n".join(tails)
-
-
-def _accepts(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def _repeat(option: str, values: Sequence[str]) -> list[str]:

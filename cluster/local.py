@@ -23,18 +23,18 @@ import re
 import shutil
 import signal as signals
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePath
 
+from cluster.addressing import (DEFAULT_SUBNET, check_prefix, node_address, node_subnet,
+                                overlapping)
 from cluster.node import CommandError, check_argv
 
 log = logging.getLogger("cluster")
 
-# Linux interface names hold at most 15 characters (IFNAMSIZ - 1).
-MAX_IFNAME = 15
-_PREFIX = re.compile(r"[a-z][a-z0-9-]*")
 
 
 def prefix_for(subnet: str) -> str:
@@ -62,6 +62,7 @@ class LocalNode:
         # built from a relative one would be resolved twice.
         self.workdir = Path(workdir).absolute()
         self.netns = netns
+        self.python = sys.executable        # nodes share this machine's Python
         # Whether firewall rules run on this node touch only this node: a
         # node on the host network shares the host's firewall.
         self.own_network = netns is not None
@@ -168,23 +169,10 @@ class LocalBackend:
     """N local nodes n1..nN; `setup()` creates them, `teardown()` removes
     them, leftovers included, and is safe to call in any state."""
 
-    def __init__(self, node_count: int, root_dir: str | Path, subnet: str = "198.18.0.0/24",
+    def __init__(self, node_count: int, root_dir: str | Path, subnet: str = DEFAULT_SUBNET,
                  use_namespaces: bool | None = None, *, prefix: str = "kchaos"):
-        if not isinstance(node_count, int) or node_count < 1:
-            raise ValueError(f"node_count={node_count!r}: a cluster needs at least one node")
-        try:
-            self.subnet = ipaddress.IPv4Network(subnet)
-        except ValueError as e:
-            raise ValueError(f"subnet={subnet!r}: {e}; pass an IPv4 network such as "
-                             f"'198.18.0.0/24'") from None
-        # Nodes are .11 to .(10 + node_count), below the broadcast address.
-        if node_count + 12 > self.subnet.num_addresses:
-            raise ValueError(f"subnet={subnet!r} holds no {node_count} node addresses from "
-                             f".11 on: pass a larger subnet")
-        if not _PREFIX.fullmatch(prefix) or len(f"{prefix}-v{node_count}") > MAX_IFNAME:
-            raise ValueError(f"prefix={prefix!r}: names the namespaces and interfaces; use "
-                             f"lowercase letters, digits and '-', at most "
-                             f"{MAX_IFNAME - len(f'-v{node_count}')} characters")
+        self.subnet = node_subnet(subnet, node_count)
+        check_prefix(prefix, f"-v{node_count}", "the namespaces and interfaces")
         is_root = os.geteuid() == 0
         if use_namespaces and not is_root:
             raise PermissionError("use_namespaces=True needs root (ip netns add); run as root "
@@ -205,7 +193,7 @@ class LocalBackend:
     def _node(self, i: int) -> LocalNode:
         name = f"n{i}"
         if self.namespaced:
-            return LocalNode(name, str(self.subnet.network_address + 10 + i),
+            return LocalNode(name, node_address(self.subnet, i),
                              self.root_dir / name, netns=f"{self.prefix}-{name}")
         return LocalNode(name, f"127.0.0.{10 + i}", self.root_dir / name)
 
@@ -240,6 +228,7 @@ class LocalBackend:
     def _create_network(self) -> None:
         plen = self.subnet.prefixlen
         _ip("link", "add", self.bridge, "type", "bridge")
+        allow_forwarding(self.bridge)
         _ip("addr", "add", f"{self.bridge_address}/{plen}", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
         for i, node in enumerate(self.nodes, start=1):
@@ -256,14 +245,10 @@ class LocalBackend:
             _ip("-n", node.netns, "route", "add", "default", "via", self.bridge_address)
 
     def _check_subnet_free(self) -> None:
-        """Two bridges with addresses in one subnet would split its routes."""
-        for line in _ip("-o", "-4", "addr", "show").splitlines():
-            fields = line.split()
-            interface = ipaddress.IPv4Interface(fields[3])
-            if interface.network.overlaps(self.subnet):
-                raise NetworkSetupError(
-                    f"subnet={str(self.subnet)!r} overlaps {interface} on interface "
-                    f"{fields[1]}: pass another subnet (e.g. '198.18.1.0/24') or remove it")
+        clash = overlapping(self.subnet)
+        if clash:
+            raise NetworkSetupError(f"subnet={str(self.subnet)!r} overlaps {clash}: pass "
+                                    f"another subnet (e.g. '198.18.1.0/24') or remove it")
 
     def _remove_network(self) -> None:
         """Our namespaces (and their processes), veths and bridge, whatever
@@ -282,6 +267,60 @@ class LocalBackend:
                 _ip("link", "del", link, ok_if="Cannot find device")
         for netns in ours:
             _ip("netns", "del", netns, ok_if="No such file")
+        disallow_forwarding(self.bridge)
+
+    def diagnose(self) -> str | None:
+        """Why nodes may not reach each other, when the host's firewall
+        says so; None when it does not."""
+        return forwarding_problem(self.bridge) if self.namespaced else None
+
+
+# Once dockerd has run, the host's FORWARD policy is DROP (it turns bridge
+# netfilter on), and frames between two ports of our bridge pass FORWARD
+# too: without a rule of our own, nodes cannot reach each other. The rule
+# is tagged with the bridge's name, inserted first (before DOCKER-USER and
+# whatever else), and removed with the bridge; nothing else is touched.
+def _forward_rule(bridge: str) -> list[str]:
+    return ["FORWARD", "-i", bridge, "-o", bridge, "-m", "comment", "--comment",
+            f"kchaos:{bridge}", "-j", "ACCEPT"]
+
+
+def _iptables(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["iptables", "-w", "10", *args], capture_output=True, text=True,
+                          timeout=30)
+
+
+def allow_forwarding(bridge: str) -> None:
+    if shutil.which("iptables") is None:
+        return          # no firewall to pass (a host without iptables forwards)
+    chain, *rule = _forward_rule(bridge)
+    done = _iptables("-I", chain, "1", *rule)
+    if done.returncode != 0:
+        raise NetworkSetupError(f"cannot let {bridge}'s nodes reach each other through the "
+                                f"host's FORWARD chain: {done.stderr.strip()}")
+
+
+def disallow_forwarding(bridge: str) -> None:
+    if shutil.which("iptables") is None:
+        return
+    while _iptables("-D", *_forward_rule(bridge)).returncode == 0:
+        pass            # every copy (a crashed run's too)
+
+
+def forwarding_problem(bridge: str) -> str | None:
+    """A sentence naming the FORWARD policy when it drops what our bridge
+    forwards, else None."""
+    if shutil.which("iptables") is None:
+        return None
+    listing = _iptables("-S", "FORWARD").stdout.splitlines()
+    policy_drop = "-P FORWARD DROP" in listing
+    ours = any(f"kchaos:{bridge}" in line for line in listing)
+    if policy_drop and not ours:
+        return (f"the host's iptables FORWARD policy is DROP (dockerd sets it) and no rule "
+                f"lets {bridge}'s nodes reach each other: kchaos adds one when it makes the "
+                f"bridge; if something removed it, run `iptables -I FORWARD 1 -i {bridge} "
+                f"-o {bridge} -j ACCEPT`")
+    return None
 
 
 def namespaces() -> list[str]:

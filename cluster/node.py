@@ -23,6 +23,9 @@ class Node(Protocol):
     name: str
     address: str
     workdir: PurePath
+    # A Python on the node that has kchaos installed (the reference broker,
+    # the disk gate); None when the node has none (a user's own hosts).
+    python: str | None
 
     def run(self, argv: Sequence[str], *, check: bool = True, timeout: float | None = 60.0,
             input: bytes | None = None) -> subprocess.CompletedProcess:

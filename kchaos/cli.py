@@ -6,13 +6,17 @@ stderr saying what and where.
 
 from __future__ import annotations
 
+import signal
 import sys
 import tempfile
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from kchaos import __version__
+from kchaos.config import DEFAULT_SUBNET, TestConfig
+from kchaos.options import click_options, from_flat, given, read_config_file
 
 EXIT_OK, EXIT_INVALID, EXIT_UNKNOWN, EXIT_BAD_INPUT = 0, 1, 2, 3
 
@@ -45,6 +49,8 @@ def _spark(master: str | None, conf_pairs: tuple[str, ...], scratch_dir: Path):
 
 
 RUN_DIR = click.Path(file_okay=False, path_type=Path)
+# Every setting of a run, derived from the fields of TestConfig and its parts.
+run_options = click_options(TestConfig)
 
 
 def _scratch_dir(run_dirs: tuple[Path, ...]) -> Path:
@@ -152,94 +158,18 @@ def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_exampl
 
 
 @cli.command("run")
-@click.option("--name", default="queue", show_default=True, help="The test's name (run directory).")
-@click.option("--seed", type=int, default=None, help="Seed of every random choice (default: random, "
-              "recorded in test.json).")
-@click.option("--time-limit", type=float, default=60.0, show_default=True,
-              help="Seconds of the main phase.")
-@click.option("--db", type=click.Choice(["reference", "external"]), default="reference",
-              show_default=True, help="reference: start a local reference cluster; external: "
-              "test the cluster at --bootstrap.")
-@click.option("--bootstrap", metavar="HOST:PORT[,...]", help="The external cluster (--db external).")
-@click.option("--nodes", type=int, default=3, show_default=True, help="Reference brokers.")
-@click.option("--no-namespaces", is_flag=True, help="Loopback addresses even as root "
-              "(network namespaces are used when root by default).")
-@click.option("--subnet", default="198.18.0.0/24", show_default=True,
-              help="Subnet of the nodes' network namespaces; runs at the same time on one "
-              "machine need different subnets (it names the namespaces too).")
-@click.option("--config", "broker_config", multiple=True, metavar="KEY=VALUE",
-              help="A reference broker setting (repeatable), e.g. min.insync.replicas=2.")
-@click.option("--bug", "bugs", multiple=True, metavar="NAME",
-              help="A reference broker bug switch (repeatable; kchaos broker --list-bugs).")
-@click.option("--client", type=click.Choice(["confluent-kafka", "kafka-python"]),
-              default="confluent-kafka", show_default=True, help="The client library.")
-@click.option("--topics", type=int, default=1, show_default=True, help="Topics to create.")
-@click.option("--partitions", type=int, default=4, show_default=True,
-              help="Partitions per topic.")
-@click.option("--replication-factor", type=int, default=3, show_default=True,
-              help="Replication factor of the topics.")
-@click.option("--concurrency", type=int, default=6, show_default=True,
-              help="Worker threads, alternately producers and consumers.")
-@click.option("--rate", type=float, default=200.0, show_default=True,
-              help="Operations per second, all workers together.")
-@click.option("--records-per-send", type=int, default=1, show_default=True,
-              help="Values one send operation produces, back to back to one partition "
-              "(more than 1 pipelines batches).")
-@click.option("--consumer-mode", type=click.Choice(["assign", "subscribe", "mixed"]),
-              default="mixed", show_default=True,
-              help="How consumers read: assign, subscribe, or both (alternating).")
-@click.option("--groups", type=int, default=1, show_default=True,
-              help="Consumer groups of the subscribe-mode consumers.")
-@click.option("--crash-clients-every", type=float, default=None, metavar="S",
-              help="Crash a worker's client about every S seconds (default: never).")
-@click.option("--stall-consumers-every", type=float, default=None, metavar="S",
-              help="About every S seconds, a subscribe-mode consumer stalls 1.5 x "
-              "max.poll.interval.ms before a commit, as slow processing does (default: never).")
-@click.option("--acks", type=click.Choice(["0", "1", "all"]), default="all", show_default=True,
-              help="Producer acks.")
-@click.option("--idempotence/--no-idempotence", default=True, show_default=True,
-              help="The idempotent producer (KIP-98).")
-@click.option("--retries", type=int, default=None, help="Producer retries (default: the client's).")
-@click.option("--max-in-flight", type=int, default=5, show_default=True,
-              help="Producer requests in flight per connection.")
-@click.option("--linger-ms", type=int, default=0, show_default=True,
-              help="Producer batching delay.")
-@click.option("--batch-size", type=int, default=16384, show_default=True,
-              help="Producer batch size in bytes (1: one record per batch).")
-@click.option("--delivery-timeout-ms", type=int, default=10000, show_default=True,
-              help="How long a send may take, retries included.")
-@click.option("--request-timeout-ms", type=int, default=3000, show_default=True,
-              help="Client request timeout.")
-@click.option("--session-timeout-ms", type=int, default=6000, show_default=True,
-              help="Group session timeout of subscribe-mode consumers.")
-@click.option("--heartbeat-interval-ms", type=int, default=300, show_default=True,
-              help="Group heartbeat interval.")
-@click.option("--auto-offset-reset", type=click.Choice(["earliest", "latest"]),
-              default="earliest", show_default=True,
-              help="Where a consumer goes when its position is out of range (and a group "
-              "with no commit starts).")
-@click.option("--nemesis", default="", metavar="FAULT[,FAULT...]",
-              help="Faults on a seeded schedule: partition, pause, kill, restart-all, disk, "
-              "packet-loss (default: none).")
-@click.option("--nemesis-interval", type=float, default=10.0, show_default=True, metavar="S",
-              help="Mean seconds between fault starts (and a fault's mean duration).")
-@click.option("--fault-targets", default="one,minority,majority,all,leader", show_default=True,
-              metavar="TARGET[,TARGET...]",
-              help="Which nodes pause, kill, disk and packet-loss faults may hit.")
-@click.option("--nemesis-exclusive", is_flag=True,
-              help="One fault at a time (default: faults of different kinds overlap).")
-@click.option("--recovery-time", type=float, default=5.0, show_default=True,
-              help="Seconds between healing and the final reads.")
-@click.option("--final-time-limit", type=float, default=60.0, show_default=True,
-              help="Seconds the final reads may take.")
-@click.option("--store", type=click.Path(file_okay=False, path_type=Path), default=Path("store"),
-              show_default=True, help="Where run directories go.")
+@click.option("--config-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A test's settings (TOML): the same fields and tables as test.json's "
+                   "config. Options given here override it.")
+@run_options
 @click.option("--allow", "allow", multiple=True, metavar="TYPE",
               help="An anomaly type expected in this run (repeatable), as kchaos check.")
 @click.option("--max-examples", type=click.IntRange(min=0), default=32, show_default=True,
               help="Cases kept per anomaly type in results.json.")
 @spark_options
-def run_command(allow, max_examples, spark_master, spark_conf, **options) -> None:
+@click.pass_context
+def run_command(ctx, config_file, allow, max_examples, spark_master, spark_conf,
+                **options) -> None:
     """Run a test: start the cluster, drive the queue workload, read
     everything back, check the history, print the verdict and the run
     directory. Exit codes as kchaos check: 0 valid, 1 invalid, 2 unknown,
@@ -247,40 +177,23 @@ def run_command(allow, max_examples, spark_master, spark_conf, **options) -> Non
     """
     from checkers.result import ANOMALY_TYPES, UNKNOWN
     from history_analysis.spark import parse_conf
-    from kchaos.config import TestConfig
     from kchaos.progress import Progress
     from kchaos.run import run_and_check
     from kchaos.session import BackgroundSession
-    from workloads.clients import ClientSettings
 
     unknown_types = [t for t in allow if t not in ANOMALY_TYPES]
     if unknown_types:
         raise BadInput(f"--allow {unknown_types[0]!r}: not an anomaly type; choose from "
                        + ", ".join(ANOMALY_TYPES))
+    sources = {name: ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+               for name in options}
     try:
-        settings = ClientSettings(
-            acks=options.pop("acks"), idempotence=options.pop("idempotence"),
-            retries=options.pop("retries"), max_in_flight=options.pop("max_in_flight"),
-            linger_ms=options.pop("linger_ms"), batch_size=options.pop("batch_size"),
-            delivery_timeout_ms=options.pop("delivery_timeout_ms"),
-            request_timeout_ms=options.pop("request_timeout_ms"),
-            session_timeout_ms=options.pop("session_timeout_ms"),
-            heartbeat_interval_ms=options.pop("heartbeat_interval_ms"),
-            auto_offset_reset=options.pop("auto_offset_reset"))
-    except ValueError as e:
-        raise BadInput(str(e)) from None
-    no_namespaces = options.pop("no_namespaces")
-    seed = options.pop("seed")
-    for name in ("nemesis", "fault_targets"):
-        options[name] = [item.strip() for item in options[name].split(",") if item.strip()]
-    config = TestConfig(**{k: (list(v) if isinstance(v, tuple) else v)
-                           for k, v in options.items()},
-                        client_settings=settings, use_namespaces=False if no_namespaces else None,
-                        **({} if seed is None else {"seed": seed}))
-    try:
+        base = read_config_file(config_file) if config_file is not None else None
+        config = from_flat(TestConfig, given(TestConfig, options, sources), base)
         config.validate()
-    except ValueError as e:
-        raise BadInput(str(e)) from None
+    except (ValueError, TypeError) as e:
+        raise BadInput(f"{config_file}: {e}" if config_file is not None and
+                       str(config_file) not in str(e) else str(e)) from None
     try:
         spark = BackgroundSession(master=spark_master, conf=parse_conf(spark_conf),
                                   scratch_dir=Path(config.store) / ".spark")
@@ -313,19 +226,40 @@ def run_command(allow, max_examples, spark_master, spark_conf, **options) -> Non
 @click.argument("run_dir", type=RUN_DIR)
 def heal_command(run_dir: Path) -> None:
     """Heal the nodes of a run whose harness died with faults in place:
-    remove kchaos's firewall chain in every node's namespace, continue
-    paused processes, unmount disk gates. Exit 0 when all healed, 3 when a
+    remove kchaos's firewall chain on every node (namespace, container or
+    host), continue paused processes, unmount disk gates. Nothing is
+    stopped (kchaos clean does that). Exit 0 when all healed, 3 when a
     problem remains (printed).
     """
     from kchaos.heal import heal_run_dir
+    _on_run_dir("heal", heal_run_dir, run_dir)
+
+
+@cli.command("clean")
+@click.argument("run_dir", type=RUN_DIR)
+def clean_command(run_dir: Path) -> None:
+    """Stop everything a run started and remove what it made, from any
+    state (a harness killed mid-setup, a run that already ended): heal as
+    kchaos heal, then stop its brokers and daemons and remove its network
+    namespaces, bridge and forwarding rule, or its containers and network,
+    or its daemons on the ssh hosts. An external cluster keeps running.
+    Idempotent. Exit 0 when clean, 3 when a problem remains (printed).
+    """
+    from kchaos.heal import clean_run_dir
+    _on_run_dir("clean", clean_run_dir, run_dir)
+
+
+def _on_run_dir(verb: str, action, run_dir: Path) -> None:
+    """Run heal or clean on run_dir: print what was done and each problem;
+    exit 3 when a problem remains."""
     try:
-        done, problems = heal_run_dir(run_dir)
+        done, problems = action(run_dir)
     except (FileNotFoundError, ValueError, PermissionError) as e:
         raise BadInput(str(e)) from None
     for line in done:
         click.echo(line)
     for problem in problems:
-        click.echo(f"heal failed: {problem}")
+        click.echo(f"{verb} failed: {problem}")
     if problems:
         sys.exit(EXIT_BAD_INPUT)
 
@@ -340,7 +274,7 @@ def heal_command(run_dir: Path) -> None:
               default=Path("store"), show_default=True, help="Where run directories go.")
 @click.option("--table-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the table (Markdown) to this file.")
-@click.option("--subnet", default="198.18.0.0/24", show_default=True,
+@click.option("--subnet", default=DEFAULT_SUBNET, show_default=True,
               help="The nodes' subnet, as for `kchaos run`: runs at the same time on one "
               "machine need different subnets.")
 @spark_options
@@ -426,17 +360,35 @@ def _print_counts(counts: dict) -> None:
         click.echo(f"run{i + 1}: {run}")
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (CI cancelling a job): unwinds like Ctrl-C, so every
+    `finally` tears down what the run started."""
+
+
+def _on_sigterm(signum, frame) -> None:
+    # Once: a second SIGTERM must not cut the teardown the first started.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Terminated()
+
+
 def main() -> None:
     """Entry point: usage errors are bad input too (exit 3), as ANOMALIES.md's
     exit codes reserve 1 and 2 for verdicts."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         code = cli.main(prog_name="kchaos", standalone_mode=False)
     except click.ClickException as e:
         e.show()
         code = EXIT_BAD_INPUT
-    except (click.Abort, KeyboardInterrupt):
-        click.echo("kchaos: interrupted", err=True)
-        code = 130
+    except (click.Abort, KeyboardInterrupt) as e:
+        # click turns an interrupt inside a command into Abort, from it.
+        if isinstance(e, Terminated) or isinstance(e.__cause__, Terminated):
+            click.echo("kchaos: terminated (SIGTERM); what had started was torn down",
+                       err=True)
+            code = 128 + signal.SIGTERM
+        else:
+            click.echo("kchaos: interrupted", err=True)
+            code = 130
     except Exception as e:  # noqa: BLE001 — one line, never a traceback
         detail = str(e).strip().splitlines()[0] if str(e).strip() else ""
         click.echo(f"kchaos: internal error: {type(e).__name__}: {detail}", err=True)

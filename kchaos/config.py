@@ -1,70 +1,142 @@
-"""One run's definition: a single dataclass, built from CLI flags or Python,
-written whole into `test.json` (ARCHITECTURE.md's conventions).
+"""One run's definition: `TestConfig`, written whole into `test.json`
+(ARCHITECTURE.md's conventions), with its parts as nested settings (the
+queue workload and its client settings).
 
-Every knob of a run lives here with its default — the cluster, the
-workload, the client settings, the phases' durations and the seed — so a
-run directory says exactly what was run and `TestConfig.from_json` can run
-it again. `validate` names the field, the value and how to fix it.
+Every knob of a run lives here once, with its default and its help text
+(kchaos/settings.py): the command line (`kchaos run`), config files
+(`--config-file test.toml`), the pytest plugin's keyword arguments and
+`TestConfig.from_json` are derived from these fields (kchaos/options.py).
+`validate` names the field, the value and how to fix it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from cluster.addressing import DEFAULT_SUBNET
+from cluster.ssh_options import DEFAULT_ROOT as SSH_ROOT
+from kchaos.settings import setting
 from nemesis.core import TARGETS
-from workloads.clients import LIBRARIES, ClientSettings
+from workloads.queue_config import QueueConfig
 
-DBS = ("reference", "external")
-CONSUMER_MODES = ("assign", "subscribe", "mixed")
+DBS = ("reference", "command", "external")
+BACKENDS = ("local", "docker", "ssh")
+
+
+def parse_nodes(text: str) -> int | list[str]:
+    """--nodes: a count of nodes kchaos makes, or the hosts (or containers)
+    to use, comma-separated."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    return [item.strip() for item in text.split(",") if item.strip()]
 
 
 @dataclass
 class TestConfig:
     __test__ = False    # a run's definition, not a pytest test class
-    name: str = "queue"
-    seed: int = field(default_factory=lambda: secrets.randbelow(2 ** 31))
-    time_limit: float = 60.0            # seconds of the main phase
-    # The cluster.
-    db: str = "reference"               # reference | external
-    nodes: int = 3                      # reference brokers (one local node each)
-    bootstrap: str | None = None        # the external cluster's bootstrap servers
-    use_namespaces: bool | None = None  # None: when root; False: loopback addresses
-    subnet: str = "198.18.0.0/24"
-    broker_config: list[str] = field(default_factory=list)   # --config KEY=VALUE per broker
-    bugs: list[str] = field(default_factory=list)            # reference broker bug switches
-    # The queue workload.
-    client: str = "confluent-kafka"
-    topics: int = 1
-    partitions: int = 4
-    replication_factor: int = 3
-    concurrency: int = 6                # worker threads: about half producers, half consumers
-    rate: float = 200.0                 # operations per second, all workers together
-    records_per_send: int = 1           # values per send operation, to one partition
-    consumer_mode: str = "mixed"        # assign | subscribe | mixed
-    groups: int = 1                     # consumer groups of the subscribe-mode consumers
-    crash_clients_every: float | None = None   # mean seconds between client crashes per worker
-    stall_consumers_every: float | None = None  # mean seconds between slow-processing stalls
-    client_settings: ClientSettings = field(default_factory=ClientSettings)
-    # Faults (nemesis/): kinds on a seeded schedule, or a named script.
-    nemesis: list[str] = field(default_factory=list)      # partition, pause, kill, disk, ...
-    nemesis_interval: float = 10.0      # mean seconds between fault starts
-    fault_targets: list[str] = field(default_factory=lambda: list(TARGETS))
-    nemesis_exclusive: bool = False     # one fault at a time
-    nemesis_script: str | None = None   # a recipe's script (kchaos/recipes/) instead
-    # The end of a run.
-    recovery_time: float = 5.0          # seconds between healing and the final reads
-    final_time_limit: float = 60.0      # seconds the final reads may take
-    store: Path = Path("store")
+    name: str = setting("queue", "The test's name (the run directory's parent).")
+    seed: int = setting(default_factory=lambda: secrets.randbelow(2 ** 31),
+                        help="Seed of every random choice (recorded in test.json).",
+                        default_text="random")
+    time_limit: float = setting(60.0, "Seconds of the main phase.")
+    # -- the nodes (cluster/) ------------------------------------------------
+    backend: str | None = setting(
+        None, "Where nodes come from: local (network namespaces as root, else loopback), "
+        "docker (containers kchaos makes, or --docker-containers), ssh (--nodes HOSTS).",
+        choices=BACKENDS, default_text="ssh when --nodes names hosts, docker with "
+        "--docker-containers, else local")
+    nodes: int | list[str] = setting(
+        3, "Nodes to make (a count), or the SSH hosts to use (host1,host2,...).",
+        metavar="N|HOST,...", parse=parse_nodes)
+    use_namespaces: bool | None = setting(
+        None, "Loopback addresses even as root (local backend; network faults need "
+        "namespaces).", flag="--no-namespaces", flag_value=False,
+        default_text="namespaces when root")
+    subnet: str = setting(DEFAULT_SUBNET, "Subnet of the nodes' network (local and docker "
+                          "backends); runs at the same time on one machine need different "
+                          "subnets (it names the namespaces and the docker network too).")
+    docker_image: str | None = setting(None, "The docker nodes' image.",
+                                       default_text="the project's node image, built when "
+                                       "missing")
+    docker_containers: list[str] = setting(
+        default_factory=list, comma=True, metavar="C1,C2,...",
+        help="Running containers to use as the nodes (a cluster that is already running, "
+             "e.g. a compose project), instead of containers kchaos makes.")
+    ssh_user: str = setting("root", "SSH user on the hosts (sudo -n when not root).")
+    ssh_port: int = setting(22, "SSH port of the hosts.")
+    ssh_key: str | None = setting(None, "SSH private key file.", default_text="the SSH "
+                                  "agent's and ~/.ssh's keys")
+    ssh_known_hosts: str | None = setting(None, "known_hosts file the hosts' keys are "
+                                          "checked against.", default_text="~/.ssh/known_hosts")
+    ssh_root: str = setting(SSH_ROOT, "Directory on the hosts where nodes work (<root>/n1, "
+                            "...) and kchaos is installed.")
+    ssh_accept_new_host_keys: bool = setting(
+        False, "Accept and record the key of a host known_hosts does not list (a changed key "
+        "is always refused).")
+    # -- the system under test (cluster/db.py) -------------------------------
+    db: str = setting("reference", "reference: kchaos runs its reference broker on the "
+                      "nodes; command: kchaos runs the system --system describes; external: "
+                      "a cluster already running at --bootstrap.", choices=DBS)
+    bootstrap: str | None = setting(None, "The external cluster's bootstrap servers "
+                                    "(--db external).", metavar="HOST:PORT[,...]")
+    system: str | None = setting(None, "A system spec (TOML) saying how to run a broker on a "
+                                 "node (--db command); see examples/systems/.",
+                                 metavar="FILE")
+    broker_process: str | None = setting(
+        None, "pgrep -f pattern of the broker process on each node of an external cluster "
+        "(pause and kill faults).", metavar="PATTERN")
+    broker_start: str | None = setting(
+        None, "Command (run by sh on the node) that starts an external cluster's broker "
+        "again after a kill.", metavar="CMD")
+    broker_config: list[str] = setting(
+        default_factory=list, flag="--config", metavar="KEY=VALUE", multiple=True,
+        help="A reference broker setting (repeatable), e.g. min.insync.replicas=2.")
+    bugs: list[str] = setting(default_factory=list, flag="--bug", metavar="NAME",
+                              multiple=True, help="A reference broker bug switch "
+                              "(repeatable; kchaos broker --list-bugs).")
+    # -- the workload (workloads/) -------------------------------------------
+    workload: QueueConfig = setting(default_factory=QueueConfig)
+    # -- faults (nemesis/): kinds on a seeded schedule, or a named script ----
+    nemesis: list[str] = setting(
+        default_factory=list, comma=True, metavar="FAULT[,FAULT...]",
+        help="Faults on a seeded schedule: partition, pause, kill, restart-all, disk, "
+             "packet-loss.", default_text="none")
+    nemesis_interval: float = setting(10.0, "Mean seconds between fault starts (and a fault's "
+                                      "mean duration).", metavar="S")
+    fault_targets: list[str] = setting(
+        default_factory=lambda: list(TARGETS), comma=True, metavar="TARGET[,TARGET...]",
+        help="Which nodes pause, kill, disk and packet-loss faults may hit.")
+    nemesis_exclusive: bool = setting(False, "One fault at a time (otherwise faults of "
+                                      "different kinds overlap).")
+    nemesis_script: str | None = setting(None, "A validation recipe's nemesis script "
+                                         "instead of a schedule.", cli=False)
+    # -- the end of a run ------------------------------------------------------
+    recovery_time: float = setting(5.0, "Seconds between healing and the final reads.")
+    final_time_limit: float = setting(60.0, "Seconds the final reads may take.")
+    store: Path = setting(Path("store"), "Where run directories go.")
 
-    def topic_names(self) -> list[str]:
-        return [f"kchaos-t{n}" for n in range(self.topics)]
+    # -- derived -------------------------------------------------------------
 
-    def group_names(self) -> list[str]:
-        return [f"kchaos-g{n}" for n in range(self.groups)]
+    def node_backend(self) -> str:
+        if self.backend is not None:
+            return self.backend
+        if self.docker_containers:
+            return "docker"
+        return "ssh" if isinstance(self.nodes, list) else "local"
+
+    def node_count(self) -> int:
+        if self.docker_containers:
+            return len(self.docker_containers)
+        return len(self.nodes) if isinstance(self.nodes, list) else self.nodes
+
+    def has_nodes(self) -> bool:
+        """Whether kchaos can reach the nodes (to run a DB or hurt one)."""
+        return self.db != "external" or bool(self.docker_containers) \
+            or isinstance(self.nodes, list)
 
     def disk_gate(self) -> bool:
         """Whether the brokers' data directories sit on disk gates
@@ -74,58 +146,21 @@ class TestConfig:
         from kchaos.recipes import DISK_SCRIPTS
         return self.nemesis_script in DISK_SCRIPTS
 
-    def validate(self) -> None:
-        def bad(name: str, why: str) -> None:
-            raise ValueError(f"{name}={getattr(self, name)!r}: {why}")
-        if self.db not in DBS:
-            bad("db", f"choose one of {', '.join(DBS)}")
-        if self.db == "external" and not self.bootstrap:
-            bad("bootstrap", "--db external needs --bootstrap HOST:PORT[,HOST:PORT...]")
-        if self.db == "reference" and self.bootstrap:
-            bad("bootstrap", "kchaos starts the reference cluster itself; "
-                "use --db external to test a cluster at --bootstrap")
-        if self.client not in LIBRARIES:
-            bad("client", f"choose one of {', '.join(LIBRARIES)}")
-        if self.consumer_mode not in CONSUMER_MODES:
-            bad("consumer_mode", f"choose one of {', '.join(CONSUMER_MODES)}")
-        for name in ("nodes", "topics", "partitions", "replication_factor", "groups",
-                     "records_per_send"):
-            if getattr(self, name) < 1:
-                bad(name, "must be at least 1")
-        if self.concurrency < 2:
-            bad("concurrency", "must be at least 2: a producer and a consumer")
-        if self.db == "reference" and self.replication_factor > self.nodes:
-            bad("replication_factor", f"more than the {self.nodes} nodes; lower it or "
-                "raise --nodes")
-        for name in ("time_limit", "rate", "final_time_limit"):
-            if not getattr(self, name) > 0:
-                bad(name, "must be positive")
-        if self.recovery_time < 0:
-            bad("recovery_time", "must not be negative")
-        for name in ("crash_clients_every", "stall_consumers_every"):
-            if getattr(self, name) is not None and not getattr(self, name) > 0:
-                bad(name, "must be positive seconds (or left out: never)")
-        self._validate_nemesis(bad)
+    # -- checks ----------------------------------------------------------------
 
-    def _validate_nemesis(self, bad) -> None:
-        from nemesis.schedule import check
-        check(self.nemesis, self.fault_targets, self.nemesis_interval)
-        if self.nemesis and self.nemesis_script:
-            bad("nemesis_script", "a script replaces the --nemesis schedule; pass one of them")
-        if self.nemesis_script is not None:
-            from kchaos.recipes import SCRIPTS
-            if self.nemesis_script not in SCRIPTS:
-                bad("nemesis_script", f"choose one of {', '.join(sorted(SCRIPTS))}")
-        if self.nemesis and self.db == "external":
-            bad("nemesis", "kchaos cannot hurt a cluster it does not run; drop --nemesis "
-                "or use --db reference")
-        network = {"partition", "packet-loss"} & set(self.nemesis)
-        if network and (self.use_namespaces is False or
-                        (self.use_namespaces is None and os.geteuid() != 0)):
-            bad("nemesis", f"{', '.join(sorted(network))} need each node in a network "
-                "namespace of its own: run as root, without --no-namespaces")
-        if self.disk_gate() and os.geteuid() != 0:
-            bad("nemesis", "disk faults mount a FUSE filesystem under each node: run as root")
+    def validate(self) -> None:
+        from kchaos.config_checks import problems
+        found = problems(self)
+        if found:
+            name, why = found[0]
+            raise ValueError(f"{name}={self._value(name)!r}: {why}")
+
+    def _value(self, name: str):
+        if hasattr(self, name):
+            return getattr(self, name)
+        return getattr(self.workload, name, getattr(self.workload.client_settings, name, None))
+
+    # -- files -------------------------------------------------------------------
 
     def to_json(self) -> dict:
         body = dataclasses.asdict(self)
@@ -134,7 +169,14 @@ class TestConfig:
 
     @classmethod
     def from_json(cls, body: dict) -> "TestConfig":
-        body = dict(body)
-        body["client_settings"] = ClientSettings(**body.get("client_settings", {}))
-        body["store"] = Path(body.get("store", "store"))
-        return cls(**body)
+        """From test.json's `config` or a config file's tables; an unknown
+        key is a ValueError naming it."""
+        from kchaos.options import build
+        return build(cls, body)
+
+    @classmethod
+    def build(cls, **flat) -> "TestConfig":
+        """From flat keyword arguments, as the command line names them
+        (`partitions=4`, `acks="1"`): each lands in its part."""
+        from kchaos.options import from_flat
+        return from_flat(cls, flat)

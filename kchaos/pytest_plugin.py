@@ -5,7 +5,8 @@
         assert result.valid is True, result.counts
 
 The `kchaos` fixture runs a `TestConfig` built from its keyword arguments
-(every field of kchaos.config.TestConfig; `allowed` names anomaly types
+(every setting of kchaos.config.TestConfig and its parts, by the
+flat names `kchaos run` uses; `allowed` names anomaly types
 expected in the run) and returns a `RunResult`: `valid` (True, False or
 "unknown"), `counts` and `anomalies` by type, and the `run_dir` to inspect.
 Run directories go under pytest's temporary directory unless `store=` is
@@ -38,7 +39,7 @@ def kchaos(kchaos_spark, tmp_path):
 
     def run(*, allowed=(), **options):
         options.setdefault("store", tmp_path / "store")
-        config = TestConfig(**options)
+        config = TestConfig.build(**options)
         config.validate()
         return run_and_check(config, kchaos_spark, allowed=frozenset(allowed),
                              progress=Progress.quiet())

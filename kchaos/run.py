@@ -11,10 +11,8 @@ end is reported, not hidden.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
-import shutil
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,6 +23,7 @@ from typing import TYPE_CHECKING, Callable
 
 from history_analysis.history.writer import HistoryWriter
 from kchaos import __version__
+from kchaos.cluster import Cluster
 from kchaos.config import TestConfig
 from kchaos.progress import Progress
 from kchaos.session import BackgroundSession
@@ -32,7 +31,8 @@ from nemesis.heal import heal_all
 from nemesis.runner import Nemesis, NemesisThread
 from nemesis.schedule import Step, plan, scheduled
 from workloads.final import FinalReader
-from workloads.queue import QueueOptions, Stats, consumer_plan, run_queue
+from workloads.queue import Stats, consumer_plan, run_queue
+from workloads.queue_config import Target
 
 if TYPE_CHECKING:
     from checkers.suite import SuiteResult
@@ -70,81 +70,23 @@ def new_run_dir(store: Path, name: str, now: datetime) -> Path:
     return run_dir
 
 
-class Cluster:
-    """The nodes and the system under test, whichever DB adapter."""
-
-    def __init__(self, config: TestConfig, run_dir: Path):
-        self.config = config
-        self.run_dir = run_dir
-        self.backend = None
-        self.nodes: list = []
-        self.db = None
-
-    def start(self) -> str:
-        from cluster.db import ExternalDB, ReferenceDB
-        config = self.config
-        if config.db == "external":
-            self.db = ExternalDB(config.bootstrap)
-            return self.db.bootstrap_servers()
-        from cluster.local import LocalBackend, prefix_for
-        self.backend = LocalBackend(config.nodes, self.run_dir / "scratch", subnet=config.subnet,
-                                    use_namespaces=config.use_namespaces,
-                                    prefix=prefix_for(config.subnet))
-        self.backend.setup()
-        self.nodes = list(self.backend.nodes)
-        if config.disk_gate():
-            from nemesis.disk.fault import mount
-            for node in self.nodes:         # under the data directory, before the broker
-                mount(node)
-        self.db = ReferenceDB(bugs=list(config.bugs), config=list(config.broker_config))
-        self.db.start_all(self.nodes, timeout=60)
-        return self.db.bootstrap_servers()
-
-    def view(self, topics: list[str]):
-        """What the nemesis acts on."""
-        from nemesis.core import Cluster as Target
-        return Target(self.nodes, self.db, self.db.bootstrap_servers(), topics,
-                      self.config.partitions)
-
-    def crashed(self) -> list[str]:
-        """Nodes whose broker died unasked — crashed, or killed by someone
-        other than the nemesis, whose kills the DB adapter expects."""
-        return self.db.crashed() if self.db is not None and self.nodes else []
-
-    def teardown(self) -> None:
-        """Collect every node's logs into nodes/<name>/, then stop everything."""
-        if self.db is not None:
-            for node in self.nodes:
-                try:
-                    self.db.collect(node, self.run_dir / "nodes" / node.name)
-                except Exception:  # noqa: BLE001 — never lose the teardown to a copy error
-                    log.exception("collecting the logs of %s", node.name)
-            for node in self.nodes:
-                try:
-                    self.db.teardown(node)
-                except Exception:  # noqa: BLE001
-                    log.exception("tearing down %s", node.name)
-        if self.backend is not None:
-            if self.config.disk_gate():
-                from nemesis.disk.fault import unmount_all
-                for problem in unmount_all(self.nodes):
-                    log.warning("unmounting a disk gate: %s", problem)
-            self.backend.teardown()
-            # The nodes' data: its listing and logs are in nodes/<name>/.
-            shutil.rmtree(self.run_dir / "scratch", ignore_errors=True)
-
-
-def create_topics(bootstrap: str, topics: list[str], partitions: int, replication: int) -> None:
+def create_topics(bootstrap: str, topics: list[str], partitions: int, replication: int,
+                  topic_config: list[str] = ()) -> None:
+    """Create topics with the given settings (KEY=VALUE): on a cluster
+    kchaos does not run, the broker's defaults are not ours to set."""
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(t, partitions, replication) for t in topics],
-                                  operation_timeout=30)
+    settings = dict(item.split("=", 1) for item in topic_config)
+    futures = admin.create_topics([NewTopic(t, partitions, replication, config=settings)
+                                   for t in topics], operation_timeout=30)
     for topic, future in futures.items():
         try:
             future.result(60)
         except Exception as e:  # noqa: BLE001 — KafkaException; named below
             raise RuntimeError(f"cannot create topic {topic} ({partitions} partitions, "
-                               f"replication factor {replication}) on {bootstrap}: {e}") from e
+                               f"replication factor {replication}"
+                               + "".join(f", {item}" for item in topic_config)
+                               + f") on {bootstrap}: {e}") from e
 
 
 def run_test(config: TestConfig, progress: Progress | None = None,
@@ -163,17 +105,11 @@ def run_test(config: TestConfig, progress: Progress | None = None,
     progress = progress or Progress.for_terminal()
     # An external cluster keeps its topics and groups: names unique to this
     # run keep an earlier run's records and offsets out of this history.
+    workload = config.workload
     token = "" if config.db == "reference" else "-" + started.strftime("%Y%m%dT%H%M%S")
-    topics = [name + token for name in config.topic_names()]
-    groups = [name + token for name in config.group_names()]
-    options = QueueOptions(
-        bootstrap="", topics=tuple(topics), partitions=config.partitions, groups=tuple(groups),
-        seed=config.seed, concurrency=config.concurrency, rate=config.rate,
-        records_per_send=config.records_per_send, consumer_mode=config.consumer_mode,
-        crash_clients_every=config.crash_clients_every,
-        stall_consumers_every=config.stall_consumers_every, library=config.client,
-        settings=config.client_settings)
-    all_groups = groups + [group for _, mode, group in consumer_plan(options)
+    topics = workload.topic_names(token)
+    groups = workload.group_names(token)
+    all_groups = groups + [group for _, mode, group in consumer_plan(workload, groups)
                            if mode == "assign"]
     run_log = _log_to(run_dir / "kchaos.log")
     cluster = Cluster(config, run_dir)
@@ -189,15 +125,16 @@ def run_test(config: TestConfig, progress: Progress | None = None,
         if cluster.nodes:
             nemesis = Nemesis(cluster.view(topics), None, seed=config.seed)
             outcome.heal_problems += heal_all(nemesis.cluster)     # a clean start
-        create_topics(outcome.bootstrap, topics, config.partitions, config.replication_factor)
-        options = dataclasses.replace(options, bootstrap=outcome.bootstrap)
+        create_topics(outcome.bootstrap, topics, workload.partitions,
+                      workload.replication_factor, workload.topic_config)
+        target = Target(outcome.bootstrap, tuple(topics), tuple(groups), config.seed)
         if spark is not None:
             spark.wait()
         history = HistoryWriter(run_dir / "history.jsonl")
         if nemesis is not None:
             nemesis.history = history
         progress.phase("main", stats)
-        run_main_phase(config, options, history, stats, nemesis, steps, outcome)
+        run_main_phase(config, target, history, stats, nemesis, steps, outcome)
         if nemesis is not None:
             # Before heal-all restarts them: a broker that died unasked is news.
             crashed = cluster.crashed()
@@ -208,11 +145,12 @@ def run_test(config: TestConfig, progress: Progress | None = None,
         progress.phase("recovery")
         time.sleep(config.recovery_time)
         progress.phase("final")
-        reader = FinalReader(history, bootstrap=outcome.bootstrap, library=config.client,
-                             settings=config.client_settings,
-                             partitions=[(t, p) for t in topics for p in range(config.partitions)],
+        reader = FinalReader(history, bootstrap=outcome.bootstrap, library=workload.client,
+                             settings=workload.client_settings,
+                             partitions=[(t, p) for t in topics
+                                         for p in range(workload.partitions)],
                              first_process=FINAL_PROCESSES,
-                             process_step=config.concurrency)
+                             process_step=workload.concurrency)
         outcome.final = reader.run(config.final_time_limit)
         outcome.final_reads_ended = time.monotonic()
     finally:
@@ -293,7 +231,7 @@ def nemesis_plan(config: TestConfig) -> list[Step]:
                 exclusive=config.nemesis_exclusive) if config.nemesis else []
 
 
-def run_main_phase(config: TestConfig, options: QueueOptions, history: HistoryWriter,
+def run_main_phase(config: TestConfig, target: Target, history: HistoryWriter,
                    stats: Stats, nemesis: Nemesis | None, steps: list[Step],
                    outcome: RunOutcome) -> None:
     """The workload for time_limit seconds, the nemesis beside it."""
@@ -304,12 +242,12 @@ def run_main_phase(config: TestConfig, options: QueueOptions, history: HistoryWr
     elif steps:
         script = scheduled(steps)
     if nemesis is None or script is None:
-        run_queue(options, history, config.time_limit, stats)
+        run_queue(config.workload, target, history, config.time_limit, stats)
         return
     thread = NemesisThread(nemesis, script)
     thread.start()
     try:
-        run_queue(options, history, config.time_limit, stats)
+        run_queue(config.workload, target, history, config.time_limit, stats)
     finally:
         thread.finish()
         if thread.error is not None:
@@ -321,9 +259,10 @@ def write_test_json(run_dir: Path, config: TestConfig, started: datetime,
     body = {
         "schema_version": SCHEMA_VERSION, "name": config.name, "seed": config.seed,
         "start_wall_time": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "nodes": [f"n{i + 1}" for i in range(config.nodes)] if config.db == "reference" else [],
-        "topics": {t: {"partitions": config.partitions,
-                       "replication_factor": config.replication_factor} for t in topics},
+        "nodes": [f"n{i + 1}" for i in range(config.node_count())] if config.has_nodes() else [],
+        "topics": {t: {"partitions": config.workload.partitions,
+                       "replication_factor": config.workload.replication_factor}
+                   for t in topics},
         "groups": groups,
         "config": config.to_json(),
         "nemesis_plan": [step.to_json() for step in steps],

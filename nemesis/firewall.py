@@ -74,9 +74,11 @@ def _run(node: Node, argv: list[str], script: str | None = None) -> str:
                          f"(the xtables lock held by another process?)") from None
     except CommandError as e:
         # A missing program: 127 from a shell or docker exec; `ip netns exec`
-        # says it in words, also when the namespace itself is gone.
+        # says it in words, also when the namespace itself is gone, and so
+        # does docker for a stopped container (its namespace went with it).
         stderr = e.stderr or ""
-        if e.returncode == 127 or stderr.startswith(("exec of", "Cannot open network namespace")):
+        if e.returncode == 127 or stderr.startswith(("exec of", "Cannot open network namespace")) \
+                or "is not running" in stderr:
             raise FirewallMissing(f"{e}: is iptables installed on {node.name} (apt-get "
                                   f"install iptables) and does the node exist?") from None
         detail = f"; the transaction was:\n{script}" if script else ""

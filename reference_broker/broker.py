@@ -1,22 +1,20 @@
 """The broker's state, below the protocol: the metadata image it follows,
 the partition replicas it hosts and their roles, the group coordinator and
-the producer-id allocator — semantic operations that the per-API adapters in
+the producer ids — semantic operations that the per-API adapters in
 `protocol/` call, never seeing a socket.
 
 The broker learns the cluster only from the controller's metadata log
 (KIP-500): it registers, follows the log into its `MetadataImage`, and
 after every batch of records makes each local replica leader or follower
-as the image says (ReplicaManager.applyDelta). Heartbeats keep its session;
-it serves clients once the controller has unfenced it (BrokerServer waits
-for the same). Each partition's log lives in `<topic>-<partition>/` as in
-Kafka, tagged with its topic id so a re-created topic never reuses an old
-log; high watermarks are checkpointed to `replication-offset-checkpoint`.
+as the image says (ReplicaManager.applyDelta), running with its topic's
+configs (topic_settings). Heartbeats keep its session; it serves clients
+once the controller has unfenced it (BrokerServer waits for the same).
+Its files beside the logs are `data_dir`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import shutil
 from collections.abc import Coroutine
@@ -29,26 +27,25 @@ from reference_broker.bugs import (
 )
 from reference_broker.config import BrokerConfig
 from reference_broker.controller.image import MetadataImage, TopicInfo
-from reference_broker.controller.records import DeleteTopic, MetadataRecord, PartitionState
+from reference_broker.controller.new_topic import NewTopic
+from reference_broker.controller.records import (
+    CreateTopic, DeleteTopic, MetadataRecord, PartitionState, SetTopicConfig,
+)
 from reference_broker.controller_link import ControllerLink
+from reference_broker.data_dir import CHECKPOINT, partition_dir, read_checkpoint, write_checkpoint
 from reference_broker.group import GroupConfig, GroupCoordinator
-from reference_broker.log import LogConfig, PartitionLog
-from reference_broker.log.file_io import replace_atomically
+from reference_broker.log import PartitionLog
 from reference_broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
-from reference_broker.partition import Partition, ReplicationConfig, now_ms
+from reference_broker.partition import Partition, now_ms
 from reference_broker.peer import PeerError
+from reference_broker.producer_ids import ProducerIds
 from reference_broker.replica_fetcher import ReplicaFetcher
 from reference_broker.replication import AlterIsr
+from reference_broker.topic_configs import ConfigChange, changed
+from reference_broker.topic_settings import TopicSettings
 
 log = logging.getLogger("reference_broker")
 
-# Producer ids are handed out in blocks, persisted before use, so a restart
-# never reuses one; the node id in the high bits keeps brokers apart (Kafka
-# asks the controller for blocks instead, KIP-730).
-_PRODUCER_ID_BLOCK = 1000
-_PRODUCER_ID_NODE_SHIFT = 40
-
-CHECKPOINT = "replication-offset-checkpoint"
 # How long a client-facing topic change waits for this broker's image to
 # show it before answering anyway.
 _CATCH_UP_TIMEOUT_S = 5.0
@@ -64,14 +61,7 @@ class Broker:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.broker_epoch = -1
         self.fenced = True
-        self.log_config = LogConfig(
-            segment_bytes=config["log.segment.bytes"],
-            index_interval_bytes=config["log.index.interval.bytes"],
-            flush_messages=config["log.flush.interval.messages"],
-            flush_ms=config["log.flush.interval.ms"])
-        self.replication = ReplicationConfig(
-            min_insync_replicas=config["min.insync.replicas"],
-            replica_lag_time_max_ms=config["replica.lag.time.max.ms"])
+        self.topic_settings = TopicSettings(self.image, config.settings)
         self.offsets = OffsetsTopic(self)
         self.coordinator = GroupCoordinator(self.offsets, GroupConfig(
             offsets_topic_partitions=config["offsets.topic.num.partitions"],
@@ -87,8 +77,7 @@ class Broker:
         self._unfenced = asyncio.Event()
         self._image_grew = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
-        self._next_producer_id = 0
-        self._producer_id_limit = 0
+        self.producer_ids = ProducerIds(self.data_dir, self.node_id)
 
     @property
     def cluster_id(self) -> str | None:
@@ -104,9 +93,8 @@ class Broker:
         """Register, follow the metadata log, heartbeat; return once the
         controller has unfenced this broker."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._checkpoint = _read_checkpoint(self.data_dir / CHECKPOINT)
-        ids = self._read_producer_ids()
-        self._next_producer_id = self._producer_id_limit = ids
+        self._checkpoint = read_checkpoint(self.data_dir / CHECKPOINT)
+        self.producer_ids.open()
         await self._register()
         self._spawn(self._follow_metadata())
         self._spawn(self._heartbeats())
@@ -187,11 +175,19 @@ class Broker:
     # -- following the metadata (ReplicaManager.applyDelta) ---------------
 
     def apply_metadata(self, records: list[MetadataRecord]) -> None:
+        touched = set()     # topics whose configs may have changed
         for record in records:
             self.image.apply(record)
-            if isinstance(record, DeleteTopic):
-                self._drop_topic(record.name)
+            match record:
+                case DeleteTopic(name):
+                    self._drop_topic(name)
+                    touched.add(name)
+                case CreateTopic(name=name) | SetTopicConfig(topic=name):
+                    touched.add(name)
+        for topic in touched:
+            self.topic_settings.forget(topic)
         self._reconcile()
+        self._reconfigure(touched & set(self.image.topics))
         self._image_grew.set()
         self._image_grew = asyncio.Event()
 
@@ -222,24 +218,26 @@ class Broker:
         self._assign_fetchers()
 
     def _open_partition(self, state: PartitionState) -> Partition:
-        topic_id = self.image.topics[state.topic].topic_id
-        log_dir = self.data_dir / f"{state.topic}-{state.partition}"
-        tag = log_dir / "partition.metadata"
-        if log_dir.exists() and (not tag.exists() or _tagged_id(tag) != topic_id):
-            # A log of an older topic of the same name (Kafka's
-            # partition.metadata check, KIP-516): never mix the two.
-            log.warning("%s: removing a log of another topic id", log_dir.name)
-            shutil.rmtree(log_dir)
-        log_dir.mkdir(parents=True, exist_ok=True)
-        if not tag.exists():
-            replace_atomically(tag, f"version: 0\ntopic_id: {topic_id}\n".encode())
-        key = (state.topic, state.partition)
-        partition = Partition(state.topic, state.partition,
-                              PartitionLog.open(log_dir, self.log_config), node_id=self.node_id,
-                              replication=self.replication, bugs=self.config.bugs,
-                              high_watermark=self._checkpoint.get(key, 0))
+        topic, key = state.topic, (state.topic, state.partition)
+        log_dir = partition_dir(self.data_dir, topic, state.partition,
+                                self.image.topics[topic].topic_id)
+        partition = Partition(topic, state.partition,
+                              PartitionLog.open(log_dir, self.topic_settings.log_config(topic)),
+                              node_id=self.node_id,
+                              replication=self.topic_settings.replication(topic),
+                              bugs=self.config.bugs, high_watermark=self._checkpoint.get(key, 0))
         self.partitions[key] = partition
         return partition
+
+    def _reconfigure(self, topics: set[str]) -> None:
+        """Topics whose configs changed: every local replica takes the new
+        values at once (TopicConfigHandler, UnifiedLog.updateConfig), a
+        leader its new min.insync.replicas too."""
+        now = now_ms()
+        for (topic, _), partition in self.partitions.items():
+            if topic in topics:
+                partition.configure(self.topic_settings.replication(topic),
+                                    self.topic_settings.log_config(topic), now)
 
     def _drop_topic(self, name: str) -> None:
         for key in [k for k in self.partitions if k[0] == name]:
@@ -325,24 +323,40 @@ class Broker:
             self._write_checkpoint()
 
     def _write_checkpoint(self) -> None:
-        """Kafka's OffsetCheckpointFile format: version, count, then
-        `topic partition offset` lines."""
-        lines = [f"{t} {i} {p.high_watermark}" for (t, i), p in sorted(self.partitions.items())]
-        replace_atomically(self.data_dir / CHECKPOINT,
-                           "\n".join(["0", str(len(lines)), *lines, ""]).encode())
+        write_checkpoint(self.data_dir / CHECKPOINT,
+                         {key: p.high_watermark for key, p in self.partitions.items()})
 
     # -- topics, for clients ----------------------------------------------
 
-    async def create_topics(self, topics: list[tuple[str, int, int]], validate_only: bool
+    async def create_topics(self, topics: list[NewTopic], validate_only: bool
                             ) -> list[tuple[ErrorCode, str | None]]:
         try:
             results = await self.link.create_topics(topics, validate_only)
         except PeerError as e:
             return [(ErrorCode.request_timed_out, f"controller unreachable: {e}")] * len(topics)
-        await self._image_has(lambda: all(name in self.image.topics
-                                          for (name, _, _), (error, _) in zip(topics, results)
+        await self._image_has(lambda: all(topic.name in self.image.topics
+                                          for topic, (error, _) in zip(topics, results)
                                           if error == ErrorCode.none and not validate_only))
         return results
+
+    async def alter_topic_configs(self, name: str, changes: list[ConfigChange],
+                                  validate_only: bool) -> tuple[ErrorCode, str | None]:
+        """IncrementalAlterConfigs, decided by the controller; answered once
+        this broker's image shows the overrides it expects (so a describe
+        that follows on this broker sees them), or after the catch-up timeout."""
+        try:
+            error, message = await self.link.alter_topic_configs(name, changes, validate_only)
+        except PeerError as e:
+            return ErrorCode.request_timed_out, f"controller unreachable: {e}"
+        info = self.image.topics.get(name)
+        if error == ErrorCode.none and not validate_only and info is not None:
+            try:
+                expected = changed(info.configs, changes)
+            except ValueError:
+                expected = None     # our image is behind the controller's
+            await self._image_has(lambda: name in self.image.topics
+                                  and self.image.topics[name].configs == expected)
+        return error, message
 
     async def delete_topics(self, names: list[str]) -> list[ErrorCode]:
         internal = {name for name in names if name == OFFSETS_TOPIC}
@@ -372,7 +386,7 @@ class Broker:
         topic = self.image.topics.get(name)
         if topic is None and allow_auto_create and self.config["auto.create.topics.enable"] \
                 and topic_name_error(name) is None and name != OFFSETS_TOPIC:
-            await self.create_topics([(name, -1, -1)], False)
+            await self.create_topics([NewTopic(name)], False)
             topic = self.image.topics.get(name)
         return topic
 
@@ -390,41 +404,3 @@ class Broker:
     def live_brokers(self) -> list:
         return [b for b in sorted(self.image.brokers.values(), key=lambda b: b.broker_id)
                 if not b.fenced]
-
-    # -- producers -------------------------------------------------------
-
-    def _read_producer_ids(self) -> int:
-        path = self.data_dir / "producer-ids.json"
-        return json.loads(path.read_text())["limit"] if path.exists() else 0
-
-    def allocate_producer_id(self) -> int:
-        if self._next_producer_id >= self._producer_id_limit:
-            self._producer_id_limit += _PRODUCER_ID_BLOCK
-            replace_atomically(self.data_dir / "producer-ids.json",
-                               json.dumps({"limit": self._producer_id_limit}).encode())
-        producer_id = self._next_producer_id
-        self._next_producer_id += 1
-        return (self.node_id << _PRODUCER_ID_NODE_SHIFT) + producer_id
-
-
-def _tagged_id(path: Path) -> str | None:
-    for line in path.read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "topic_id":
-            return value.strip()
-    return None
-
-
-def _read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
-    """Kafka's checkpoint file; unreadable means none (HWs then start at the
-    log start and come back from the leaders)."""
-    try:
-        lines = path.read_text().splitlines()
-        count = int(lines[1])
-        entries = {}
-        for line in lines[2:2 + count]:
-            topic, index, offset = line.split()
-            entries[(topic, int(index))] = int(offset)
-        return entries
-    except (OSError, ValueError, IndexError):
-        return {}

@@ -9,8 +9,12 @@ are Kafka's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, NamedTuple
+
+LONG_MAX = 2 ** 63 - 1
 
 
 def _bool(text: str) -> bool:
@@ -21,41 +25,55 @@ def _bool(text: str) -> bool:
 
 def _optional_int(text: str) -> int | None:
     value = int(text)
-    return None if value >= 2 ** 63 - 1 else value  # Long.MAX_VALUE: never
+    return None if value >= LONG_MAX else value  # Long.MAX_VALUE: never
 
 
-# key -> (parser, default)
+class Setting(NamedTuple):
+    parse: Callable[[str], Any]
+    default: Any
+    type: str       # Kafka's ConfigDef type, which DescribeConfigs reports
+
+
 SETTINGS = {
-    "auto.create.topics.enable": (_bool, True),
-    "num.partitions": (int, 1),
-    "default.replication.factor": (int, 1),
-    "message.max.bytes": (int, 1048588),
-    "socket.request.max.bytes": (int, 104857600),
-    "log.segment.bytes": (int, 1 << 30),
-    "log.index.interval.bytes": (int, 4096),
-    "log.flush.interval.messages": (_optional_int, None),
-    "log.flush.interval.ms": (_optional_int, None),
-    "offsets.topic.num.partitions": (int, 50),
-    "group.initial.rebalance.delay.ms": (int, 3000),
-    "group.min.session.timeout.ms": (int, 6000),
-    "group.max.session.timeout.ms": (int, 1800000),
-    "offsets.topic.replication.factor": (int, 3),   # capped by the brokers registered
-    "offsets.commit.timeout.ms": (int, 5000),
-    "offsets.load.buffer.size": (int, 5242880),
-    "min.insync.replicas": (int, 1),
-    "unclean.leader.election.enable": (_bool, False),
-    "replica.lag.time.max.ms": (int, 30000),
-    "replica.fetch.wait.max.ms": (int, 500),
-    "replica.fetch.max.bytes": (int, 1048576),
-    "replica.high.watermark.checkpoint.interval.ms": (int, 5000),
-    "broker.session.timeout.ms": (int, 9000),
-    "broker.heartbeat.interval.ms": (int, 2000),
+    "auto.create.topics.enable": Setting(_bool, True, "boolean"),
+    "num.partitions": Setting(int, 1, "int"),
+    "default.replication.factor": Setting(int, 1, "int"),
+    "message.max.bytes": Setting(int, 1048588, "int"),
+    "socket.request.max.bytes": Setting(int, 104857600, "int"),
+    "log.segment.bytes": Setting(int, 1 << 30, "int"),
+    "log.index.interval.bytes": Setting(int, 4096, "int"),
+    "log.flush.interval.messages": Setting(_optional_int, None, "long"),
+    "log.flush.interval.ms": Setting(_optional_int, None, "long"),
+    "offsets.topic.num.partitions": Setting(int, 50, "int"),
+    "group.initial.rebalance.delay.ms": Setting(int, 3000, "int"),
+    "group.min.session.timeout.ms": Setting(int, 6000, "int"),
+    "group.max.session.timeout.ms": Setting(int, 1800000, "int"),
+    # capped by the brokers registered
+    "offsets.topic.replication.factor": Setting(int, 3, "short"),
+    "offsets.commit.timeout.ms": Setting(int, 5000, "int"),
+    "offsets.load.buffer.size": Setting(int, 5242880, "int"),
+    "min.insync.replicas": Setting(int, 1, "int"),
+    "unclean.leader.election.enable": Setting(_bool, False, "boolean"),
+    "replica.lag.time.max.ms": Setting(int, 30000, "long"),
+    "replica.fetch.wait.max.ms": Setting(int, 500, "int"),
+    "replica.fetch.max.bytes": Setting(int, 1048576, "int"),
+    "replica.high.watermark.checkpoint.interval.ms": Setting(int, 5000, "long"),
+    "broker.session.timeout.ms": Setting(int, 9000, "int"),
+    "broker.heartbeat.interval.ms": Setting(int, 2000, "int"),
 }
+
+
+def kafka_text(value) -> str:
+    """A setting's value as Kafka prints it (DescribeConfigs): booleans in
+    lower case, "never" (None) as Long.MAX_VALUE."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(LONG_MAX if value is None else value)
 
 
 def parse_settings(pairs: list[str]) -> dict:
     """`["key=value", ...]` → {key: parsed value} over the defaults."""
-    settings = {key: default for key, (_, default) in SETTINGS.items()}
+    settings = {key: setting.default for key, setting in SETTINGS.items()}
     for pair in pairs:
         key, sep, text = pair.partition("=")
         if not sep:
@@ -64,7 +82,7 @@ def parse_settings(pairs: list[str]) -> dict:
             raise ValueError(f"--config {pair!r}: unknown setting {key!r}; known: "
                              + ", ".join(sorted(SETTINGS)))
         try:
-            settings[key] = SETTINGS[key][0](text)
+            settings[key] = SETTINGS[key].parse(text)
         except ValueError as e:
             raise ValueError(f"--config {pair!r}: bad value {text!r} ({e})") from None
     return settings

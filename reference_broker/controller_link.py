@@ -5,8 +5,9 @@ that hosts the controller itself (`--process-roles broker,controller`)
 passes its `ControllerService` (in-process calls); a broker-only node
 passes a `RemoteController`, which asks over the Kafka protocol with the
 KRaft APIs: BrokerRegistration (KIP-631), BrokerHeartbeat, AlterPartition
-(KIP-497), CreateTopics and DeleteTopics forwarded as a client would send
-them, and Fetch on `__cluster_metadata` to follow the metadata log. Either
+(KIP-497), CreateTopics, DeleteTopics and IncrementalAlterConfigs forwarded
+as a client would send them (KIP-590's forwarding, without its envelope),
+and Fetch on `__cluster_metadata` to follow the metadata log. Either
 way the broker sees the same results; a link that cannot reach the
 controller raises PeerError and the caller retries.
 """
@@ -24,13 +25,18 @@ from kio.schema.create_topics.v4 import request as create
 from kio.schema.delete_topics.v3 import request as delete
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12 import request as fetch
+from kio.schema.incremental_alter_configs.v1 import request as alter_configs
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i16, i32, i64, u16
 
+from reference_broker.controller.new_topic import NewTopic
 from reference_broker.controller.records import MetadataRecord, PartitionState
 from reference_broker.controller.service import METADATA_TOPIC
 from reference_broker.metadata_batches import decode_metadata_batches
 from reference_broker.peer import Peer, PeerError
+from reference_broker.topic_configs import ConfigChange
+
+TOPIC_RESOURCE = 2      # ConfigResource.Type.TOPIC
 
 REQUEST_TIMEOUT_S = 5.0
 
@@ -46,8 +52,11 @@ class ControllerLink(Protocol):
                               new_isr: tuple[int, ...]
                               ) -> tuple[ErrorCode, PartitionState | None]: ...
 
-    async def create_topics(self, topics: list[tuple[str, int, int]], validate_only: bool
+    async def create_topics(self, topics: list[NewTopic], validate_only: bool
                             ) -> list[tuple[ErrorCode, str | None]]: ...
+
+    async def alter_topic_configs(self, name: str, changes: list[ConfigChange],
+                                  validate_only: bool) -> tuple[ErrorCode, str | None]: ...
 
     async def delete_topics(self, names: list[str]) -> list[ErrorCode]: ...
 
@@ -116,18 +125,37 @@ class RemoteController:
                                               answer.leader_id, answer.leader_epoch,
                                               answer.partition_epoch)
 
-    async def create_topics(self, topics: list[tuple[str, int, int]], validate_only: bool
+    async def create_topics(self, topics: list[NewTopic], validate_only: bool
                             ) -> list[tuple[ErrorCode, str | None]]:
         response = await self._calls.request(create.CreateTopicsRequest(
-            topics=tuple(create.CreatableTopic(name=TopicName(name), num_partitions=i32(n),
-                                               replication_factor=i16(rf), assignments=(),
-                                               configs=())
-                         for name, n, rf in topics),
+            topics=tuple(create.CreatableTopic(
+                name=TopicName(t.name), num_partitions=i32(t.num_partitions),
+                replication_factor=i16(t.replication_factor),
+                assignments=tuple(create.CreatableReplicaAssignment(
+                    partition_index=i32(index), broker_ids=tuple(BrokerId(b) for b in replicas))
+                    for index, replicas in t.assignments),
+                configs=tuple(create.CreatableTopicConfig(name=name, value=value)
+                              for name, value in t.configs))
+                for t in topics),
             timeout=timedelta(seconds=REQUEST_TIMEOUT_S), validate_only=validate_only),
             REQUEST_TIMEOUT_S)
         by_name = {r.name: (r.error_code, r.error_message) for r in response.topics}
-        return [by_name.get(name, (ErrorCode.unknown_server_error, "no answer"))
-                for name, _, _ in topics]
+        return [by_name.get(t.name, (ErrorCode.unknown_server_error, "no answer"))
+                for t in topics]
+
+    async def alter_topic_configs(self, name: str, changes: list[ConfigChange],
+                                  validate_only: bool) -> tuple[ErrorCode, str | None]:
+        response = await self._calls.request(alter_configs.IncrementalAlterConfigsRequest(
+            resources=(alter_configs.AlterConfigsResource(
+                resource_type=i8(TOPIC_RESOURCE), resource_name=name, configs=tuple(
+                    alter_configs.AlterableConfig(name=c.name, config_operation=i8(c.operation),
+                                                  value=c.value)
+                    for c in changes)),),
+            validate_only=validate_only), REQUEST_TIMEOUT_S)
+        if not response.responses:
+            return ErrorCode.unknown_server_error, "no answer"
+        answer = response.responses[0]
+        return answer.error_code, answer.error_message
 
     async def delete_topics(self, names: list[str]) -> list[ErrorCode]:
         response = await self._calls.request(delete.DeleteTopicsRequest(

@@ -24,6 +24,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32, i64
 
 from reference_broker.bugs import OFFSETS_COMMIT_ACKS_ONE
+from reference_broker.controller.new_topic import NewTopic
 from reference_broker.group import StoreError
 
 if TYPE_CHECKING:
@@ -65,8 +66,8 @@ class OffsetsTopic:
         if OFFSETS_TOPIC not in broker.topics:
             replication = min(broker.config["offsets.topic.replication.factor"],
                               max(1, len(broker.image.brokers)))
-            await broker.create_topics(
-                [(OFFSETS_TOPIC, broker.config["offsets.topic.num.partitions"], replication)],
+            await broker.create_topics([NewTopic(
+                OFFSETS_TOPIC, broker.config["offsets.topic.num.partitions"], replication)],
                 False)
 
     async def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:

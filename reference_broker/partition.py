@@ -23,7 +23,8 @@ from reference_broker.bugs import (
 )
 from reference_broker.controller.records import PartitionState
 from reference_broker.log import (
-    CorruptRecordError, InvalidRecordError, PartitionLog, parse_batches, validate_client_batches,
+    CorruptRecordError, InvalidRecordError, LogConfig, PartitionLog, parse_batches,
+    validate_client_batches,
 )
 from reference_broker.producer_state import (
     BATCHES_TO_RETAIN, DuplicateSequence, InvalidProducerEpoch, OutOfOrderSequence, ProducerState,
@@ -50,7 +51,8 @@ class ProduceResult:
 
 @dataclass(frozen=True)
 class ReplicationConfig:
-    """The broker settings a leader needs (Kafka's names)."""
+    """The settings a leader needs (Kafka's names): min.insync.replicas is
+    the topic's, replica.lag.time.max.ms the broker's."""
     min_insync_replicas: int = 1
     replica_lag_time_max_ms: int = 30000
 
@@ -113,6 +115,17 @@ class Partition:
                                       bugs=self.bugs)
         if self.log.log_end_offset != end:
             self._rebuild_producers()   # truncate-to-local-hw cut the log
+
+    def configure(self, replication: ReplicationConfig, log_config: LogConfig, now: int) -> None:
+        """The topic's configs changed (Kafka's TopicConfigHandler): the log
+        takes its new config for the next append, flush and roll
+        (UnifiedLog.updateConfig); a leader applies the new
+        min.insync.replicas at once, to acks=all and to its high watermark."""
+        self.replication = replication
+        self.log.config = log_config
+        if self.leader is not None:
+            self.leader.set_min_insync_replicas(replication.min_insync_replicas, now)
+            self._wake()    # the HW may have moved
 
     def isr_committed(self, isr: tuple[int, ...], partition_epoch: int, now: int) -> None:
         """The controller committed an ISR in this leader epoch (our own
@@ -206,7 +219,8 @@ class Partition:
         for header in headers:
             if header.size > max_batch_bytes:
                 return ProduceResult(ErrorCode.message_too_large,
-                                     message=f"batch of {header.size} bytes > message.max.bytes")
+                                     message=f"batch of {header.size} bytes > "
+                                             f"max.message.bytes {max_batch_bytes}")
         if acks == -1:
             error = self.leader.acks_all_check()
             if error:

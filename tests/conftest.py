@@ -14,6 +14,20 @@ def spark(tmp_path_factory):
     session.stop()
 
 
+# End-to-end tests on the default subnet (198.18.0.0/24, namespaces
+# `kchaos-n*`): under pytest-xdist (`make test`: -n 2 --dist loadgroup) they
+# all run on one worker, one after another, since a run's setup removes what
+# exists under its prefix. Tests with subnets of their own run anywhere.
+DEFAULT_SUBNET_MODULES = ("test_run.py", "test_nemesis_run.py", "test_heal.py",
+                          "test_validate.py", "test_verdict.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.parent.name == "kchaos" and item.path.name in DEFAULT_SUBNET_MODULES:
+            item.add_marker(pytest.mark.xdist_group("default-subnet"))
+
+
 def pytest_addoption(parser):
     parser.addoption("--full-matrix", action="store_true",
                      help="also run the whole validation matrix (every bug switch's "

@@ -23,12 +23,14 @@ import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from history_analysis.history import schema as h
 from history_analysis.history.writer import HistoryWriter
-from workloads.clients import ClientSettings, Outcome, make_consumer, make_producer
+from workloads.clients import Outcome, make_consumer, make_producer
 from workloads.clients.base import offsets_value, partitions_value
+from workloads.queue_config import QueueConfig, Target
 
 log = logging.getLogger("workloads.queue")
 
@@ -42,28 +44,6 @@ def close_quietly(client) -> None:
         client.close()
     except Exception as e:  # noqa: BLE001
         log.warning("closing %r raised %r", client, e)
-
-
-@dataclass(frozen=True)
-class QueueOptions:
-    bootstrap: str
-    topics: tuple[str, ...]
-    partitions: int
-    groups: tuple[str, ...]
-    seed: int
-    concurrency: int = 6
-    rate: float = 200.0                     # ops/s, all workers together
-    records_per_send: int = 1               # values one send op produces to one partition
-    consumer_mode: str = "mixed"            # assign | subscribe | mixed
-    crash_clients_every: float | None = None
-    # Slow processing (KIP-62): a subscribe-mode consumer stalls past
-    # max.poll.interval.ms before a commit, about every S seconds; its
-    # group replaces it meanwhile, and what it commits then is a zombie's.
-    stall_consumers_every: float | None = None
-    library: str = "confluent-kafka"
-    settings: ClientSettings = field(default_factory=ClientSettings)
-    op_timeout: float = 15.0                # a send or poll never waits longer
-    poll_timeout: float = 0.1               # a poll returns what arrived by then
 
 
 @dataclass
@@ -87,16 +67,17 @@ class Stats:
 class Worker:
     """One slot: a logical process at a time, one client, one random stream."""
 
-    def __init__(self, slot: int, options: QueueOptions, history: HistoryWriter,
+    def __init__(self, slot: int, config: QueueConfig, target: Target, history: HistoryWriter,
                  stats: Stats, stop: threading.Event, phase: str | None = None):
         self.slot = slot
-        self.options = options
+        self.config = config
+        self.target = target
         self.history = history
         self.stats = stats
         self.stop = stop
         self.phase = phase
         self.process = slot
-        self.rng = random.Random(f"{options.seed}/{slot}")
+        self.rng = random.Random(f"{target.seed}/{slot}")
 
     def invoke(self, f: str, value: dict) -> None:
         self.history.append(self.process, "invoke", f, value, phase=self.phase)
@@ -122,10 +103,10 @@ class Worker:
 
     def next_process(self) -> None:
         """An indeterminate end: this process is over; the slot goes on."""
-        self.process += self.options.concurrency
+        self.process += self.config.concurrency
 
     def crash_now(self) -> bool:
-        return self._now(self.options.crash_clients_every)
+        return self._now(self.config.crash_clients_every)
 
     def _now(self, every: float | None) -> bool:
         """One decision per operation, from the slot's stream: yes about
@@ -133,12 +114,12 @@ class Worker:
         with None, and then nothing is drawn)."""
         if every is None:
             return False
-        per_worker_rate = self.options.rate / self.options.concurrency
+        per_worker_rate = self.config.rate / self.config.concurrency
         return self.rng.random() < 1.0 / max(1.0, every * per_worker_rate)
 
     def paced(self):
         """Yield once per operation at this worker's share of the rate, until stopped."""
-        interval = self.options.concurrency / self.options.rate
+        interval = self.config.concurrency / self.config.rate
         next_at = time.monotonic() + self.rng.random() * interval
         while not self.stop.is_set():
             delay = next_at - time.monotonic()
@@ -150,11 +131,11 @@ class Worker:
 
 class ProducerWorker(Worker):
     def run(self) -> None:
-        options = self.options
+        config, target = self.config, self.target
         # Hot partitions: Zipf weights 1, 1/2, 1/3, ... over a seeded order.
-        order = list(range(options.partitions))
+        order = list(range(config.partitions))
         self.rng.shuffle(order)
-        weights = [1.0 / (rank + 1) for rank in range(options.partitions)]
+        weights = [1.0 / (rank + 1) for rank in range(config.partitions)]
         client = self._client()
         sent = 0
         try:
@@ -162,19 +143,19 @@ class ProducerWorker(Worker):
                 if self.crash_now():
                     client = self._crash(client)
                     continue
-                topic = self.rng.choice(options.topics)
+                topic = self.rng.choice(target.topics)
                 partition = self.rng.choices(order, weights)[0]
                 # Several records of one op reach the same partition back to
                 # back: the client pipelines them as batches in flight
                 # together, up to max.in.flight (KIP-98 deduplicates 5).
                 sends = [(topic, partition, self.slot << VALUE_SLOT_SHIFT | n)
-                         for n in range(sent, sent + options.records_per_send)]
-                sent += options.records_per_send
+                         for n in range(sent, sent + config.records_per_send)]
+                sent += config.records_per_send
                 outcome = self.call(
                     "send", h.invocation("send", sends=[
                         h.SEND_ASKED(topic=t, partition=p, value=v, offset=None)
                         for t, p, v in sends]),
-                    lambda: client.send(sends, options.op_timeout))
+                    lambda: client.send(sends, config.op_timeout))
                 if outcome.type == "info":
                     close_quietly(client)
                     self.next_process()
@@ -183,8 +164,8 @@ class ProducerWorker(Worker):
             close_quietly(client)
 
     def _client(self):
-        return make_producer(self.options.library, self.options.bootstrap,
-                             self.options.settings, f"kchaos-p{self.process}")
+        return make_producer(self.config.client, self.target.bootstrap,
+                             self.config.client_settings, f"kchaos-p{self.process}")
 
     def _crash(self, client):
         self.invoke("crash", h.invocation("crash"))
@@ -222,9 +203,9 @@ class ConsumerWorker(Worker):
                     self.next_process()
                     client = self._start(seek_to_beginning=not self.group_committed)
                     continue
-                if self.mode == "subscribe" and self._now(self.options.stall_consumers_every):
+                if self.mode == "subscribe" and self._now(self.config.stall_consumers_every):
                     # Slow processing of what it read, then its commit.
-                    if self.stop.wait(1.5 * self.options.settings.max_poll_interval_ms / 1000):
+                    if self.stop.wait(1.5 * self.config.client_settings.max_poll_interval_ms / 1000):
                         return
                     outcome = self._commit(client)
                 elif (choice := self.rng.random()) < 0.75:
@@ -241,13 +222,13 @@ class ConsumerWorker(Worker):
             close_quietly(client)
 
     def _all_partitions(self) -> list[tuple[str, int]]:
-        return [(t, p) for t in self.options.topics for p in range(self.options.partitions)]
+        return [(t, p) for t in self.target.topics for p in range(self.config.partitions)]
 
     def _start(self, seek_to_beginning: bool):
         """A new client for a new process: assign (from the beginning the
         first time, else from the committed offsets) or subscribe."""
-        options = self.options
-        client = make_consumer(options.library, options.bootstrap, options.settings,
+        config, target = self.config, self.target
+        client = make_consumer(config.client, target.bootstrap, config.client_settings,
                                f"kchaos-c{self.process}", self.group)
         self.owned, self.positions, self.committed_positions = set(), {}, {}
         if self.mode == "assign":
@@ -258,13 +239,13 @@ class ConsumerWorker(Worker):
             self.owned = set(partitions)
         else:
             self.call("subscribe", h.invocation("subscribe", group=self.group,
-                                                topics=list(options.topics)),
-                      lambda: client.subscribe(self.group, list(options.topics)))
+                                                topics=list(target.topics)),
+                      lambda: client.subscribe(self.group, list(target.topics)))
         return client
 
     def _poll(self, client) -> Outcome:
         outcome = self.call("poll", h.invocation("poll"),
-                            lambda: client.poll(self.options.poll_timeout))
+                            lambda: client.poll(self.config.poll_timeout))
         for change in outcome.value.get("rebalances", ()):
             partitions = {(p["topic"], p["partition"]) for p in change["partitions"]}
             if change["kind"] == "assigned":
@@ -298,36 +279,37 @@ class ConsumerWorker(Worker):
         partitions = sorted(self.owned) or self._all_partitions()
         return self.call("committed", h.invocation("committed", group=self.group,
                                                    partitions=partitions_value(partitions)),
-            lambda: client.committed(self.group, partitions, self.options.op_timeout))
+            lambda: client.committed(self.group, partitions, self.config.op_timeout))
 
 
-def consumer_plan(options: QueueOptions) -> list[tuple[int, str, str]]:
+def consumer_plan(config: QueueConfig, groups: Sequence[str]) -> list[tuple[int, str, str]]:
     """(slot, mode, group) of every consumer slot. Slots alternate producer,
     consumer, producer, ... so both kinds exist at any concurrency ≥ 2;
     `mixed` alternates assign and subscribe among the consumers, and the
     subscribers spread over the groups."""
     plan = []
-    consumer_slots = [slot for slot in range(options.concurrency) if slot % 2 == 1]
+    consumer_slots = [slot for slot in range(config.concurrency) if slot % 2 == 1]
     for n, slot in enumerate(consumer_slots):
-        mode = options.consumer_mode if options.consumer_mode != "mixed" \
+        mode = config.consumer_mode if config.consumer_mode != "mixed" \
             else ("subscribe" if n % 2 == 0 else "assign")
-        group = options.groups[(n // 2 if options.consumer_mode == "mixed" else n)
-                               % len(options.groups)] if mode == "subscribe" \
+        group = groups[(n // 2 if config.consumer_mode == "mixed" else n)
+                       % len(groups)] if mode == "subscribe" \
             else f"kchaos-a{slot}"
         plan.append((slot, mode, group))
     return plan
 
 
-def run_queue(options: QueueOptions, history: HistoryWriter, duration: float,
+def run_queue(config: QueueConfig, target: Target, history: HistoryWriter, duration: float,
               stats: Stats | None = None) -> Stats:
     """Run every worker for `duration` seconds; each finishes its operation
     in flight (bounded by the client timeouts) before the call returns."""
     stats = stats or Stats()
     stop = threading.Event()
-    workers: list[Worker] = [ProducerWorker(slot, options, history, stats, stop)
-                             for slot in range(0, options.concurrency, 2)]
-    workers += [ConsumerWorker(slot, options, history, stats, stop, mode=mode, group=group)
-                for slot, mode, group in consumer_plan(options)]
+    workers: list[Worker] = [ProducerWorker(slot, config, target, history, stats, stop)
+                             for slot in range(0, config.concurrency, 2)]
+    workers += [ConsumerWorker(slot, config, target, history, stats, stop, mode=mode,
+                               group=group)
+                for slot, mode, group in consumer_plan(config, target.groups)]
     errors: list[BaseException] = []
 
     def guarded(worker: Worker) -> None:
@@ -345,7 +327,7 @@ def run_queue(options: QueueOptions, history: HistoryWriter, duration: float,
         stop.wait(duration)
     finally:
         stop.set()
-        deadline = time.monotonic() + options.op_timeout + 30
+        deadline = time.monotonic() + config.op_timeout + 30
         for thread in threads:
             thread.join(max(0.1, deadline - time.monotonic()))
     stuck = [t.name for t in threads if t.is_alive()]

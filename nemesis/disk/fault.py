@@ -29,7 +29,6 @@ import os
 import random
 import re
 import signal
-import sys
 import time
 from pathlib import PurePath
 
@@ -84,13 +83,13 @@ def gate_mounts(node: Node) -> list[str]:
     return found
 
 
-def command(node: Node, verb: str, *, directory: str = DATA, python: str = sys.executable,
+def command(node: Node, verb: str, *, directory: str = DATA, python: str | None = None,
             timeout: float = 30.0) -> dict:
     """Send one command (nemesis.disk.control.COMMANDS) to the node's gate;
     its JSON answer. GateMissing when none is mounted there; FaultError
     when it does not answer or refuses."""
     _, _, socket = _paths(node, directory)
-    done = node.run([python, "-m", "nemesis.disk", "ctl", str(socket), verb,
+    done = node.run([python or _node_python(node), "-m", "nemesis.disk", "ctl", str(socket), verb,
                      "--timeout", str(timeout)], check=False, timeout=timeout + 30)
     detail = (done.stderr or done.stdout).strip()
     if done.returncode == EXIT_NO_GATE:
@@ -104,7 +103,7 @@ def command(node: Node, verb: str, *, directory: str = DATA, python: str = sys.e
     return json.loads(done.stdout)
 
 
-def mount(node: Node, *, python: str = sys.executable, writeback_delay: float = 5.0,
+def mount(node: Node, *, python: str | None = None, writeback_delay: float = 5.0,
           directory: str = DATA, timeout: float = 15.0) -> None:
     """Mount a gate on `<workdir>/<directory>` (over `<directory>.backing`)
     and wait until it serves. A live gate already there is kept; a dead one
@@ -123,8 +122,9 @@ def mount(node: Node, *, python: str = sys.executable, writeback_delay: float = 
         unmount(node, directory=directory, python=python)
     node.run(["mkdir", "-p", str(mountpoint), str(backing)])
     log = mountpoint.with_name(mountpoint.name + ".gate.log")
-    node.start_daemon(DAEMON, [*_host_mounts(node), python, "-m", "nemesis.disk", "serve",
-                               str(backing), str(mountpoint), "--control", str(socket),
+    node.start_daemon(DAEMON, [*_host_mounts(node), python or _node_python(node), "-m",
+                               "nemesis.disk", "serve", str(backing), str(mountpoint),
+                               "--control", str(socket),
                                "--writeback-delay", repr(float(writeback_delay))], log=log)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -144,7 +144,7 @@ def mount(node: Node, *, python: str = sys.executable, writeback_delay: float = 
                        f"{timeout} s:\n{_tail(node, log)}")
 
 
-def unmount(node: Node, *, directory: str = DATA, python: str = sys.executable,
+def unmount(node: Node, *, directory: str = DATA, python: str | None = None,
             timeout: float = 15.0) -> None:
     """Stop the node's gate (it writes back what it holds) and unmount it;
     a dead gate's mount is detached. Nothing if none is mounted. Stop the
@@ -195,7 +195,7 @@ def unmount_all(nodes: list[Node]) -> list[str]:
                 node.stop_daemon(DAEMON, sig=signal.SIGTERM, timeout=15.0)
             for mountpoint in gate_mounts(node):
                 directory = os.path.relpath(mountpoint, str(node.workdir))
-                problem = _unmount_path(node, directory, sys.executable, 15.0)
+                problem = _unmount_path(node, directory, None, 15.0)
                 if problem:
                     problems.append(problem)
         except Exception as e:  # noqa: BLE001 — reported; the next node is still unmounted
@@ -209,6 +209,8 @@ def heal(cluster: Cluster) -> list[str]:
     problems = []
     python = _python(cluster)
     for node in cluster.nodes:
+        if not (python or node.python):
+            continue        # no kchaos there, so no gate either
         try:
             command(node, "heal", python=python)
         except GateMissing:
@@ -218,9 +220,18 @@ def heal(cluster: Cluster) -> list[str]:
     return problems
 
 
-def _python(cluster: Cluster) -> str:
-    """The Python the DB runs on the nodes (ReferenceDB.python), else ours."""
-    return getattr(cluster.db, "python", None) or sys.executable
+def _python(cluster: Cluster) -> str | None:
+    """The Python the DB runs on the nodes (ReferenceDB.python), else each
+    node's own (None)."""
+    return getattr(cluster.db, "python", None)
+
+
+def _node_python(node: Node) -> str:
+    if not node.python:
+        raise FaultError(f"{node.name}: disk faults need kchaos installed on the node (its "
+                         f"disk gate is `python -m nemesis.disk`), and this node has no "
+                         f"Python with kchaos")
+    return node.python
 
 
 def _tail(node: Node, path: PurePath) -> str:

@@ -16,11 +16,11 @@ from reference_broker.controller.partition_change import NO_LEADER
 from reference_broker.controller.quorum import Controller, MetadataQuorum
 from reference_broker.controller.records import (
     CorruptMetadataRecord, CreateTopic, DeleteTopic, FenceBroker, MetadataRecord, PartitionState,
-    RegisterBroker, UnfenceBroker, decode, encode)
+    RegisterBroker, SetTopicConfig, UnfenceBroker, decode, encode)
 
 __all__ = [
     "BrokerInfo", "Controller", "CorruptMetadataRecord", "CreateTopic", "DeleteTopic",
     "FenceBroker", "InconsistentMetadataRecord", "MetadataImage", "MetadataQuorum",
-    "MetadataRecord", "NO_LEADER", "PartitionState", "RegisterBroker", "TopicInfo",
-    "UnfenceBroker", "decode", "encode",
+    "MetadataRecord", "NO_LEADER", "PartitionState", "RegisterBroker", "SetTopicConfig",
+    "TopicInfo", "UnfenceBroker", "decode", "encode",
 ]

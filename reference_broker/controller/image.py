@@ -1,5 +1,5 @@
 """The metadata image: the cluster's state after applying a prefix of the
-metadata log — brokers, topics and their partitions.
+metadata log — brokers, topics with their partitions and config overrides.
 
 One idea, Kafka's MetadataImage/MetadataDelta: the controller and every
 broker build the same image by applying the same records in the same order,
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from reference_broker.controller.records import (
     CreateCluster, CreateTopic, DeleteTopic, FenceBroker, MetadataRecord, PartitionState,
-    RegisterBroker, UnfenceBroker,
+    RegisterBroker, SetTopicConfig, UnfenceBroker,
 )
 
 
@@ -37,6 +37,7 @@ class TopicInfo:
     name: str
     topic_id: str
     partitions: dict[int, PartitionState] = field(default_factory=dict)
+    configs: dict[str, str] = field(default_factory=dict)   # per-topic overrides
 
 
 class MetadataImage:
@@ -70,6 +71,15 @@ class MetadataImage:
                     raise InconsistentMetadataRecord(
                         f"offset {self.offset}: {record!r} but topic {name!r} exists")
                 self.topics[name] = TopicInfo(name, topic_id)
+            case SetTopicConfig(name, key, value):
+                topic = self.topics.get(name)
+                if topic is None:
+                    raise InconsistentMetadataRecord(
+                        f"offset {self.offset}: {record!r} for unknown topic {name!r}")
+                if value is None:
+                    topic.configs.pop(key, None)
+                else:
+                    topic.configs[key] = value
             case PartitionState(topic=name):
                 topic = self.topics.get(name)
                 if topic is None:

@@ -2,12 +2,12 @@
 
 One idea, KRaft's (KIP-500, KIP-631): the controller owns a log of change
 records and decides by appending to it — broker registration and fencing,
-leader election, ISR changes, topic creation — and everybody else learns
-the cluster's state by following that log (`records_since`). Each decision
-method appends its records to the log and applies them to `image` before it
-returns them, so the next decision sees them; the caller persists the
-records it is given, and `Controller(persisted records)` resumes after a
-restart.
+leader election, ISR changes, topic creation and topic configs — and
+everybody else learns the cluster's state by following that log
+(`records_since`). Each decision method appends its records to the log
+and applies them to `image` before it returns them, so the next decision
+sees them; the caller persists the records it is given, and
+`Controller(persisted records)` resumes after a restart.
 
 `MetadataQuorum` is what the rest of the broker may call. Today one node's
 `Controller` implements it and every append is committed at once; a Raft
@@ -27,10 +27,16 @@ from typing import Protocol
 from kio.schema.errors import ErrorCode
 
 from reference_broker.controller.image import MetadataImage
+from reference_broker.controller.new_topic import (
+    NewTopic, Refused, manual_replicas, striped_replicas,
+)
 from reference_broker.controller.partition_change import NO_LEADER, change_partition
 from reference_broker.controller.records import (
     CreateCluster, CreateTopic, DeleteTopic, FenceBroker, MetadataRecord, PartitionState,
-    RegisterBroker, UnfenceBroker,
+    RegisterBroker, SetTopicConfig, UnfenceBroker,
+)
+from reference_broker.topic_configs import (
+    ConfigChange, InvalidConfig, InvalidRequest, changed, validate, value_of,
 )
 
 
@@ -48,7 +54,14 @@ class MetadataQuorum(Protocol):
     def expire(self) -> list[MetadataRecord]: ...
 
     def create_topic(self, name: str, partitions: int, replication_factor: int, *,
-                     validate_only: bool = False) -> tuple[ErrorCode, list[MetadataRecord]]: ...
+                     assignments: Iterable[tuple[int, tuple[int, ...]]] = (),
+                     configs: Iterable[tuple[str, str | None]] = (),
+                     validate_only: bool = False
+                     ) -> tuple[ErrorCode, str | None, list[MetadataRecord]]: ...
+
+    def alter_topic_configs(self, name: str, changes: Iterable[ConfigChange], *,
+                            validate_only: bool = False
+                            ) -> tuple[ErrorCode, str | None, list[MetadataRecord]]: ...
 
     def delete_topic(self, name: str) -> tuple[ErrorCode, list[MetadataRecord]]: ...
 
@@ -66,8 +79,11 @@ class Controller:
       register        -> (records, broker epoch)
       heartbeat       -> (NONE | STALE_BROKER_EPOCH, records, fenced?)
       expire          -> records (fencing of every broker whose session timed out)
-      create_topic    -> (NONE | TOPIC_ALREADY_EXISTS | INVALID_PARTITIONS
-                          | INVALID_REPLICATION_FACTOR, records)
+      create_topic    -> (NONE | TOPIC_ALREADY_EXISTS | INVALID_CONFIG | INVALID_PARTITIONS
+                          | INVALID_REPLICATION_FACTOR | INVALID_REQUEST
+                          | INVALID_REPLICA_ASSIGNMENT, message, records)
+      alter_topic_configs -> (NONE | UNKNOWN_TOPIC_OR_PARTITION | INVALID_REQUEST
+                          | INVALID_CONFIG, message, records)
       delete_topic    -> (NONE | UNKNOWN_TOPIC_OR_PARTITION, records)
       alter_partition -> (error, the partition's state when NONE, records); errors
                          in alter_partition's docstring
@@ -206,52 +222,108 @@ class Controller:
     def _change(self, state: PartitionState, target_isr: tuple[int, ...],
                 acceptable: Callable[[int], bool]) -> list[MetadataRecord]:
         changed = change_partition(state, target_isr, acceptable,
-                                   unclean=self.unclean_leader_election)
+                                   unclean=self._unclean(state.topic))
         return [] if changed is None else [self._append(changed)]
 
     # -- topics ----------------------------------------------------------
 
     def create_topic(self, name: str, partitions: int, replication_factor: int, *,
-                     validate_only: bool = False) -> tuple[ErrorCode, list[MetadataRecord]]:
+                     assignments: Iterable[tuple[int, tuple[int, ...]]] = (),
+                     configs: Iterable[tuple[str, str | None]] = (),
+                     validate_only: bool = False
+                     ) -> tuple[ErrorCode, str | None, list[MetadataRecord]]:
         """Create a topic: -1 partitions or replication factor means the
         default (KIP-464). Names are not checked here; the caller checks
         them (Kafka's Topic.validate) before asking.
 
-        Placement is Kafka's StripedReplicaPlacer without racks or
-        randomness: partition p takes the unfenced brokers, then the fenced
-        ones, each list sorted and rotated by p (plus the partitions that
-        exist already, so leaders stripe across topics too). The first
-        replica, always unfenced, leads; the ISR is the unfenced replicas
-        (ReplicationControlManager.createTopic, buildPartitionRegistration).
+        Checked in ReplicationControlManager.createTopics' order: the name is
+        free, the configs are valid (topic_configs; INVALID_CONFIG), then the
+        placement — the manual `assignments` (new_topic.manual_replicas) or
+        Kafka's striped placement. The ISR is the unfenced replicas and the
+        first of them leads (buildPartitionRegistration). The records are
+        CreateTopic, the config overrides, then the partitions.
         """
         if name in self.image.topics:
-            return ErrorCode.topic_already_exists, []
-        if replication_factor == -1:
-            replication_factor = self.default_replication_factor
-        if partitions == -1:
-            partitions = self.default_partitions
-        if replication_factor <= 0:
-            return ErrorCode.invalid_replication_factor, []
-        if partitions <= 0:
-            return ErrorCode.invalid_partitions, []
-        unfenced = sorted(b for b, info in self.image.brokers.items() if not info.fenced)
-        fenced = sorted(b for b, info in self.image.brokers.items() if info.fenced)
-        # StripedReplicaPlacer.place: "All brokers are currently fenced", and
-        # "cannot be reached because only N broker(s) are registered".
-        if not unfenced or replication_factor > len(unfenced) + len(fenced):
-            return ErrorCode.invalid_replication_factor, []
+            return ErrorCode.topic_already_exists, f"Topic '{name}' already exists.", []
+        configs = list(configs)
+        problem = validate(configs)
+        if problem:
+            return ErrorCode.invalid_config, problem, []
+        assignments = tuple(assignments)
+        try:
+            placement = self._place(NewTopic(name, partitions, replication_factor,
+                                             assignments))
+        except Refused as refused:
+            return refused.error, refused.message, []
         if validate_only:
-            return ErrorCode.none, []
-        start = len(self.image.partitions())
+            return ErrorCode.none, None, []
         records = [self._append(CreateTopic(name, str(uuid.uuid4())))]
-        for index in range(partitions):
-            stripe = start + index
-            order = _rotated(unfenced, stripe) + _rotated(fenced, stripe)
-            replicas = tuple(order[:replication_factor])
+        for key, value in dict(configs).items():
+            records.append(self._append(SetTopicConfig(name, key, value)))
+        for index, replicas in sorted(placement.items()):
             isr = tuple(r for r in replicas if self.image.is_active(r))
             records.append(self._append(PartitionState(
                 name, index, replicas, isr, leader=isr[0], leader_epoch=0, partition_epoch=0)))
-        return ErrorCode.none, records
+        return ErrorCode.none, None, records
+
+    def _place(self, topic: NewTopic) -> dict[int, tuple[int, ...]]:
+        if topic.assignments:
+            return manual_replicas(topic, set(self.image.brokers), self.image.is_active)
+        replication_factor = topic.replication_factor
+        if replication_factor == -1:
+            replication_factor = self.default_replication_factor
+        partitions = self.default_partitions if topic.num_partitions == -1 \
+            else topic.num_partitions
+        if replication_factor <= 0:
+            raise Refused(ErrorCode.invalid_replication_factor,
+                          "Replication factor must be larger than 0, or -1 to use the "
+                          "default value.")
+        if partitions <= 0:
+            raise Refused(ErrorCode.invalid_partitions,
+                          "Number of partitions was set to an invalid non-positive value.")
+        brokers = self.image.brokers
+        return striped_replicas(partitions, replication_factor,
+                                [b for b, info in brokers.items() if not info.fenced],
+                                [b for b, info in brokers.items() if info.fenced],
+                                start=len(self.image.partitions()))
+
+    def alter_topic_configs(self, name: str, changes: Iterable[ConfigChange], *,
+                            validate_only: bool = False
+                            ) -> tuple[ErrorCode, str | None, list[MetadataRecord]]:
+        """IncrementalAlterConfigs on a topic (KIP-339): the overrides after
+        `changes` (topic_configs.changed: INVALID_REQUEST or INVALID_CONFIG),
+        one SetTopicConfig per key whose override changes. A topic that turns
+        unclean.leader.election.enable on gets an election for its leaderless
+        partitions at once, as Kafka's controller does since KAFKA-12670
+        rather than waiting for a broker to come back."""
+        topic = self.image.topics.get(name)
+        if topic is None:
+            return ErrorCode.unknown_topic_or_partition, \
+                f"The topic '{name}' does not exist.", []
+        try:
+            wanted = changed(topic.configs, changes)
+        except InvalidRequest as e:
+            return ErrorCode.invalid_request, str(e), []
+        except InvalidConfig as e:
+            return ErrorCode.invalid_config, str(e), []
+        if validate_only:
+            return ErrorCode.none, None, []
+        was_unclean = self._unclean(name)
+        differing = [key for key in sorted(set(wanted) | set(topic.configs))
+                     if wanted.get(key) != topic.configs.get(key)]
+        records = [self._append(SetTopicConfig(name, key, wanted.get(key))) for key in differing]
+        if self._unclean(name) and not was_unclean:
+            for state in self.image.partitions():
+                if state.topic == name and state.leader == NO_LEADER:
+                    records += self._change(state, state.isr, self.image.is_active)
+        return ErrorCode.none, None, records
+
+    def _unclean(self, topic: str) -> bool:
+        """unclean.leader.election.enable for the topic: its override, else ours."""
+        info = self.image.topics.get(topic)
+        overrides = info.configs if info is not None else {}
+        return value_of("unclean.leader.election.enable", overrides,
+                        self.unclean_leader_election)
 
     def delete_topic(self, name: str) -> tuple[ErrorCode, list[MetadataRecord]]:
         if name not in self.image.topics:
@@ -303,14 +375,7 @@ class Controller:
         if not all(self.image.is_active(r) for r in new_isr):
             return ErrorCode.ineligible_replica, None, []
         changed = change_partition(state, new_isr, self.image.is_active,
-                                   unclean=self.unclean_leader_election)
+                                   unclean=self._unclean(topic))
         if changed is None:
             return ErrorCode.none, state, []
         return ErrorCode.none, changed, [self._append(changed)]
-
-
-def _rotated(brokers: list[int], by: int) -> list[int]:
-    if not brokers:
-        return []
-    by %= len(brokers)
-    return brokers[by:] + brokers[:by]

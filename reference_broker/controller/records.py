@@ -5,8 +5,9 @@ the sequence of them: replaying it from the start rebuilds the state
 (KIP-500/KIP-631, Kafka's `__cluster_metadata`). A record's offset is its
 index in that sequence. The shapes follow Kafka's metadata records
 (metadata/src/main/resources/common/metadata/): RegisterBrokerRecord,
-FenceBrokerRecord, UnfenceBrokerRecord, TopicRecord, RemoveTopicRecord, and
-for partitions one simplification: where Kafka writes a PartitionRecord on
+FenceBrokerRecord, UnfenceBrokerRecord, TopicRecord, ConfigRecord (topic
+resources only, as `SetTopicConfig`), RemoveTopicRecord, and for
+partitions one simplification: where Kafka writes a PartitionRecord on
 creation and PartitionChangeRecords (deltas) after, we always write the full
 `PartitionState`, so a reader never has to merge.
 
@@ -76,16 +77,28 @@ class PartitionState:
 
 
 @dataclass(frozen=True, slots=True)
+class SetTopicConfig:
+    """One per-topic config override set (`value`), or removed so the topic
+    falls back to the broker's setting (`value` None) — Kafka's ConfigRecord
+    for a TOPIC resource. Written after the topic's CreateTopic and before
+    its partitions on creation (ReplicationControlManager.createTopic), and
+    alone by IncrementalAlterConfigs; deleting the topic drops them all."""
+    topic: str
+    name: str
+    value: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class DeleteTopic:
     name: str
 
 
 MetadataRecord = (CreateCluster | RegisterBroker | FenceBroker | UnfenceBroker | CreateTopic
-                  | PartitionState | DeleteTopic)
+                  | SetTopicConfig | PartitionState | DeleteTopic)
 
 _TYPES = {cls.__name__: cls for cls in (CreateCluster, RegisterBroker, FenceBroker,
-                                         UnfenceBroker, CreateTopic, PartitionState,
-                                         DeleteTopic)}
+                                         UnfenceBroker, CreateTopic, SetTopicConfig,
+                                         PartitionState, DeleteTopic)}
 
 
 def encode(record: MetadataRecord) -> bytes:
@@ -132,12 +145,15 @@ def _check(record: str, field_name: str, kind: str, value):
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif kind == "str":
         ok = isinstance(value, str)
+    elif kind == "str | None":
+        ok = value is None or isinstance(value, str)
     else:
         ok = isinstance(value, list) and all(
             isinstance(v, int) and not isinstance(v, bool) for v in value)
         value = tuple(value) if ok else value
     if not ok:
-        shown = {"int": "an integer", "str": "a string"}.get(kind, "a list of integers")
+        shown = {"int": "an integer", "str": "a string",
+                 "str | None": "a string or null"}.get(kind, "a list of integers")
         raise CorruptMetadataRecord(f"{record}: field {field_name!r} is {value!r}; "
                                     f"expected {shown}")
     return value

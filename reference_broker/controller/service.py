@@ -22,23 +22,17 @@ from pathlib import Path
 from kio.schema.errors import ErrorCode
 
 from reference_broker.config import BrokerConfig
+from reference_broker.controller.new_topic import NewTopic
 from reference_broker.controller.quorum import Controller
 from reference_broker.controller.records import (
     CorruptMetadataRecord, MetadataRecord, PartitionState, decode, encode,
 )
+from reference_broker.topic_configs import ConfigChange
 from reference_broker.topic_names import topic_name_error
 
 log = logging.getLogger("reference_broker.controller")
 
 METADATA_TOPIC = "__cluster_metadata"   # the log's name on the wire (Fetch)
-
-_CREATE_MESSAGES = {
-    ErrorCode.topic_already_exists: "topic {name!r} already exists",
-    ErrorCode.invalid_partitions: "{partitions} partitions: must be at least 1",
-    ErrorCode.invalid_replication_factor:
-        "replication factor {rf} is more than the {brokers} registered broker(s) "
-        "(or no broker is unfenced)",
-}
 
 
 class MetadataLogFile:
@@ -169,29 +163,36 @@ class ControllerService:
                      partition_epoch, broker_id)
         return error, state
 
-    async def create_topics(self, topics: list[tuple[str, int, int]], validate_only: bool
+    async def create_topics(self, topics: list[NewTopic], validate_only: bool
                             ) -> list[tuple[ErrorCode, str | None]]:
-        """(name, partitions, replication factor) each; -1 means the default."""
+        """(error, message) per topic, in order."""
         results = []
-        for name, partitions, replication_factor in topics:
-            problem = topic_name_error(name)
+        for topic in topics:
+            problem = topic_name_error(topic.name)
             if problem:
                 results.append((ErrorCode.invalid_topic_exception, problem))
                 continue
-            error, records = self.controller.create_topic(
-                name, partitions, replication_factor, validate_only=validate_only)
+            error, message, records = self.controller.create_topic(
+                topic.name, topic.num_partitions, topic.replication_factor,
+                assignments=topic.assignments, configs=topic.configs,
+                validate_only=validate_only)
             self._commit(records)
-            message = None
-            if error != ErrorCode.none:
-                message = _CREATE_MESSAGES.get(error, error.name).format(
-                    name=name, partitions=partitions, rf=replication_factor,
-                    brokers=len(self.controller.image.brokers))
-            elif records:
+            if records:
                 placement = {r.partition: r.replicas for r in records
                              if isinstance(r, PartitionState)}
-                log.info("created topic %s: replicas %s", name, placement)
+                log.info("created topic %s: replicas %s, configs %s", topic.name, placement,
+                         self.controller.image.topics[topic.name].configs)
             results.append((error, message))
         return results
+
+    async def alter_topic_configs(self, name: str, changes: list[ConfigChange],
+                                  validate_only: bool) -> tuple[ErrorCode, str | None]:
+        error, message, records = self.controller.alter_topic_configs(
+            name, changes, validate_only=validate_only)
+        self._commit(records)
+        if records:
+            log.info("topic %s: configs now %s", name, self.controller.image.topics[name].configs)
+        return error, message
 
     async def delete_topics(self, names: list[str]) -> list[ErrorCode]:
         results = []

@@ -18,8 +18,9 @@ import logging
 from kio.index import api_key_map
 
 from reference_broker.protocol import (
-    api_versions, controller_apis, create_topics, delete_topics, describe_groups, fetch,
-    find_coordinator, heartbeat, init_producer_id, join_group, leave_group, list_groups, list_offsets, metadata,
+    api_versions, controller_apis, create_topics, delete_topics, describe_configs,
+    describe_groups, fetch, find_coordinator, heartbeat, incremental_alter_configs,
+    init_producer_id, join_group, leave_group, list_groups, list_offsets, metadata,
     offset_commit, offset_fetch, offset_for_leader_epoch, produce, sync_group,
 )
 from reference_broker.protocol.framing import FrameError, UnsupportedRequest
@@ -46,6 +47,11 @@ BROKER_APIS = {
     20: (delete_topics, 1, 3),
     22: (init_producer_id, 0, 4),
     23: (offset_for_leader_epoch, 2, 3),
+    # Per-topic configs. kio has DescribeConfigs from v1 (v0 lacks config
+    # sources: clients that speak v0 speak v1, librdkafka asks up to v1) and
+    # IncrementalAlterConfigs v0-v1 (KIP-339).
+    32: (describe_configs, 1, 4),
+    44: (incremental_alter_configs, 0, 1),
 }
 # What a controller answers: brokers' registrations, heartbeats, ISR
 # changes and metadata fetches, and the topic changes brokers forward.
@@ -54,6 +60,7 @@ CONTROLLER_APIS = {
     18: (api_versions, 0, 3),
     19: (create_topics, 2, 4),
     20: (delete_topics, 1, 3),
+    44: (incremental_alter_configs, 0, 1),
     56: (controller_apis.AlterPartition, 2, 2),
     62: (controller_apis.BrokerRegistration, 0, 0),
     63: (controller_apis.BrokerHeartbeat, 0, 0),

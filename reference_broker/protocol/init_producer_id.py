@@ -20,4 +20,4 @@ async def handle(broker, header, request):
                      error_code=ErrorCode.transactional_id_authorization_failed,
                      producer_id=-1, producer_epoch=-1)
     return shape("InitProducerIdResponse", error_code=ErrorCode.none,
-                 producer_id=broker.allocate_producer_id(), producer_epoch=0)
+                 producer_id=broker.producer_ids.allocate(), producer_epoch=0)

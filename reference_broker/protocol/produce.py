@@ -28,7 +28,6 @@ async def handle(broker, header, request):
         return _answer_all(shape, request, ErrorCode.transactional_id_authorization_failed)
     if request.acks not in (0, 1, -1):
         return _answer_all(shape, request, ErrorCode.invalid_required_acks)
-    max_batch = broker.config["message.max.bytes"]
     results = []    # (topic, index, partition, ProduceResult-like fields)
     for topic in request.topic_data:
         for data in topic.partition_data:
@@ -38,6 +37,8 @@ async def handle(broker, header, request):
                                 broker.missing_partition_error(topic.name, data.index),
                                 -1, -1, None, -1])
             else:
+                # max.message.bytes: the topic's, else message.max.bytes.
+                max_batch = broker.topic_settings.values(topic.name)["max.message.bytes"]
                 r = partition.append(data.records or b"", max_batch, request.acks)
                 results.append([topic.name, data.index, partition, r.error, r.base_offset,
                                 r.log_start_offset, r.message, r.last_offset])

@@ -218,6 +218,14 @@ class LeaderState:
         if error in (ErrorCode.ineligible_replica, ErrorCode.operation_not_attempted):
             self._pending = None
 
+    def set_min_insync_replicas(self, min_insync_replicas: int, now_ms: int) -> None:
+        """The topic's min.insync.replicas changed: it governs the next
+        acks=all check, and a lower one may let the HW advance now."""
+        if min_insync_replicas < 1:
+            raise ValueError(f"min_insync_replicas={min_insync_replicas!r}: must be >= 1")
+        self.min_insync_replicas = min_insync_replicas
+        self._maybe_advance_high_watermark(now_ms)
+
     def acks_all_check(self) -> ErrorCode:
         """Before an acks=all append (Partition.appendRecordsToLeader):
         NOT_ENOUGH_REPLICAS, appending nothing, if the ISR is below the minimum."""

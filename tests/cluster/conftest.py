@@ -1,5 +1,6 @@
 """Backends for the cluster tests: every test that takes `kind` runs on the
-namespace backend (root only) and on the loopback one.
+namespace backend (root only) and on the loopback one, and on the docker
+backend when a Docker engine answers.
 
 Each backend gets a prefix and a subnet of its own, so parallel test runs
 (and a leftover of a crashed one) do not collide.
@@ -18,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from cluster.local import LocalBackend
+from tests.docker_support import DOCKER_MARKS, docker_backend
+from tests.ssh_support import SSH_MARKS, SshCluster
 
 IS_ROOT = os.geteuid() == 0
 KINDS = [
@@ -32,12 +35,23 @@ def free_subnet() -> str:
     used = [ipaddress.IPv4Interface(line.split()[3]).network for line in subprocess.run(
         ["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True,
         check=True).stdout.splitlines()]
-    candidates = [net for net in ipaddress.IPv4Network("198.18.0.0/15").subnets(new_prefix=24)
+    # Under pytest-xdist each worker draws from its own share (gw0 the even
+    # /24s above 198.18.31.0, gw1 the odd ones), so two workers never pick
+    # the same one at once; the first 32 are the fixed subnets of the
+    # end-to-end tests (198.18.0.0/24 the default, 198.18.9.0/24, ...).
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    subnets = list(ipaddress.IPv4Network("198.18.0.0/15").subnets(new_prefix=24))[32:]
+    candidates = [net for net in subnets[worker::workers]
                   if not any(net.overlaps(u) for u in used)]
-    return str(random.choice(candidates[1:]))
+    return str(random.choice(candidates))
 
 
 def make_backend(kind: str, root_dir: Path, node_count: int = 2) -> LocalBackend:
+    if kind == "docker":
+        return docker_backend(root_dir, node_count)
+    if kind == "ssh":
+        return SshCluster(root_dir, node_count)
     if kind == "netns":
         return LocalBackend(node_count, root_dir, subnet=free_subnet(), use_namespaces=True,
                             prefix=f"kct-{secrets.token_hex(3)}")
@@ -74,7 +88,15 @@ def wait_until(condition, what: str, timeout: float = 10.0):
     raise AssertionError(f"not within {timeout} s: {what}")
 
 
-@pytest.fixture(params=KINDS)
+# Not in KINDS: test_db.py's suite reaches into namespaces (LocalNode(netns=)).
+NODE_KINDS = [*KINDS, pytest.param("docker", marks=DOCKER_MARKS)]
+# Hosts over SSH (namespaces running a real sshd). Not in NODE_KINDS: its
+# workdirs are paths on the hosts (PurePosixPath), which test_local.py's
+# suite also reads as local paths; test_ssh.py runs the rest of that suite.
+SSH_KIND = pytest.param("ssh", marks=SSH_MARKS)
+
+
+@pytest.fixture(params=NODE_KINDS)
 def kind(request) -> str:
     return request.param
 

@@ -60,10 +60,15 @@ def reaches(from_netns: str, address: str, port: int = 9092) -> bool:
 @pytest.mark.slow
 def test_kchaos_heal_after_the_harness_was_killed_mid_partition(tmp_path, spark):
     store = tmp_path / "store"
+    # The test's settings in a config file, as a suite keeps them; the
+    # command line adds to it and overrides it (time_limit).
+    test_toml = tmp_path / "test.toml"
+    test_toml.write_text(f"time_limit = 5\nnemesis = [\"partition\"]\nnemesis_interval = 3\n"
+                         f"broker_config = {json.dumps(FAST_BROKERS)}\n"
+                         f"[workload]\npartitions = 2\n")
     harness = subprocess.Popen(
-        [KCHAOS, "run", "--seed", "5", "--time-limit", "120", "--nemesis", "partition",
-         "--nemesis-interval", "3", "--store", str(store),
-         *[arg for c in FAST_BROKERS for arg in ("--config", c)]],
+        [KCHAOS, "run", "--config-file", str(test_toml), "--seed", "5", "--time-limit", "120",
+         "--store", str(store)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         run_dir = partitioned_run_dir(store, harness)
@@ -86,8 +91,11 @@ def test_kchaos_heal_after_the_harness_was_killed_mid_partition(tmp_path, spark)
 
         # The dead harness's brokers still run in the namespaces: the next
         # run on these nodes clears them and starts clean.
-        config = TestConfig(seed=6, time_limit=10, store=tmp_path / "second",
-                            broker_config=FAST_BROKERS, recovery_time=1)
+        written = json.loads((run_dir / "test.json").read_text())["config"]
+        assert (written["time_limit"], written["workload"]["partitions"],
+                written["nemesis"]) == (120, 2, ["partition"])
+        config = TestConfig.build(seed=6, time_limit=10, store=tmp_path / "second",
+                                  broker_config=FAST_BROKERS, recovery_time=1)
         result = run_and_check(config, spark, progress=Progress.quiet())
         assert result.valid is True, (result.counts, result.run_dir)
         assert result.outcome.heal_problems == []
@@ -103,7 +111,7 @@ def test_kchaos_heal_after_the_namespaces_are_gone_unmounts_the_gates(tmp_path):
     nodes as having no rules left and still detaches their dead gates."""
     run_dir = tmp_path / "store" / "t" / "20260101T000000"
     run_dir.mkdir(parents=True)
-    config = TestConfig(store=tmp_path / "store", subnet="198.18.7.0/24")
+    config = TestConfig.build(store=tmp_path / "store", subnet="198.18.7.0/24")
     (run_dir / "test.json").write_text(json.dumps({"config": config.to_json()}))
     backend = LocalBackend(3, run_dir / "scratch", subnet="198.18.7.0/24", use_namespaces=True,
                            prefix=prefix_for("198.18.7.0/24"))

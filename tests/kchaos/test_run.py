@@ -52,13 +52,13 @@ def test_a_clean_30_second_run_is_valid(kchaos):
     assert result.outcome.final["reached"] is True
     test_json = json.loads((result.run_dir / "test.json").read_text())
     assert test_json["seed"] == 1 and test_json["nodes"] == ["n1", "n2", "n3"]
-    assert test_json["config"]["client_settings"]["acks"] == "all"
+    assert test_json["config"]["workload"]["client_settings"]["acks"] == "all"
     assert sorted(p.name for p in (result.run_dir / "nodes").iterdir()) == ["n1", "n2", "n3"]
     assert (result.run_dir / "results.json").is_file()
 
 
 def test_several_records_per_send_go_to_one_partition_in_batches_of_one(tmp_path, spark):
-    config = TestConfig(seed=3, time_limit=6, store=tmp_path, records_per_send=4, partitions=3,
+    config = TestConfig.build(seed=3, time_limit=6, store=tmp_path, records_per_send=4, partitions=3,
                         client_settings=ClientSettings(batch_size=1), broker_config=FAST_BROKERS,
                         recovery_time=0, final_time_limit=30)
     result = run_and_check(config, spark, progress=Progress.quiet())
@@ -95,17 +95,17 @@ def decisions(run_dir, concurrency: int) -> dict[int, list]:
 def test_the_same_seed_invokes_the_same_operations(tmp_path):
     runs = []
     for n in range(2):
-        config = TestConfig(seed=42, time_limit=8, store=tmp_path / f"s{n}", rate=150,
+        config = TestConfig.build(seed=42, time_limit=8, store=tmp_path / f"s{n}", rate=150,
                             crash_clients_every=3, broker_config=FAST_BROKERS,
                             recovery_time=0, final_time_limit=30)
-        runs.append(decisions(run_test(config, Progress.quiet()).run_dir, config.concurrency))
+        runs.append(decisions(run_test(config, Progress.quiet()).run_dir, config.workload.concurrency))
     first, second = runs
     assert sorted(first) == sorted(second) == list(range(6))
     for slot in first:
         common = min(len(first[slot]), len(second[slot]))
         assert common >= 20, f"slot {slot} made only {common} choices"
         assert first[slot][:common] == second[slot][:common], f"slot {slot} diverged"
-    other = TestConfig(seed=43, time_limit=4, store=tmp_path / "s2", rate=150,
+    other = TestConfig.build(seed=43, time_limit=4, store=tmp_path / "s2", rate=150,
                        broker_config=FAST_BROKERS, recovery_time=0, final_time_limit=30)
     third = decisions(run_test(other, Progress.quiet()).run_dir, other.concurrency)
     assert third[0][:20] != first[0][:20], "another seed, other choices"
@@ -113,7 +113,7 @@ def test_the_same_seed_invokes_the_same_operations(tmp_path):
 
 def test_external_cluster(tmp_path, spark):
     with LocalCluster(tmp_path / "theirs", 3, config=FAST_BROKERS) as theirs:
-        config = TestConfig(db="external", bootstrap=theirs.bootstrap, time_limit=10,
+        config = TestConfig.build(db="external", bootstrap=theirs.bootstrap, time_limit=10,
                             store=tmp_path / "store", recovery_time=1)
         result = run_and_check(config, spark, progress=Progress.quiet())
         topics = AdminClient({"bootstrap.servers": theirs.bootstrap}).list_topics(
@@ -144,7 +144,7 @@ def when_brokers_run(store, nodes: list[str], timeout: float = 60) -> dict[str, 
 @pytest.mark.slow
 def test_a_broker_killed_by_hand_is_reported_and_the_run_completes(tmp_path, spark):
     store = tmp_path / "store"
-    config = TestConfig(time_limit=15, store=store, broker_config=FAST_BROKERS, recovery_time=2)
+    config = TestConfig.build(time_limit=15, store=store, broker_config=FAST_BROKERS, recovery_time=2)
 
     def kill_n2():
         pid = when_brokers_run(store, ["n2"])["n2"]

@@ -337,12 +337,18 @@ def test_unanswered_commit_is_info(library, broker, topic, clients):
         # blocks every call until it is answered: the adapter refuses use.
         with pytest.raises(RuntimeError, match="make a new one"):
             c.poll(0.1)
+    before = set(threading.enumerate())
     c.close()  # returns at once; the real close follows the commit's answer
-    deadline = time.monotonic() + TIMEOUT
-    while any(t.name == "close-after-commit" for t in threading.enumerate()) \
-            and time.monotonic() < deadline:
+    # This consumer's own closing thread: another test's must not count here.
+    ours = [t for t in set(threading.enumerate()) - before
+            if t.name.startswith("close-after-commit-")]
+
+    def closing():
+        return [t for t in ours if t.is_alive()]
+    deadline = time.monotonic() + 2 * TIMEOUT
+    while closing() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not any(t.name == "close-after-commit" for t in threading.enumerate())
+    assert not closing()
 
 
 def test_consumer_belongs_to_its_group(library, broker, clients):

@@ -13,7 +13,8 @@ from cluster.broker_process import BrokerProcess
 from history_analysis.history import HistoryWriter
 from history_analysis.history.reader import HistoryReader
 from workloads.clients import ClientSettings
-from workloads.queue import ConsumerWorker, QueueOptions, Stats
+from workloads.queue import ConsumerWorker, Stats
+from workloads.queue_config import QueueConfig, Target
 
 
 def test_a_group_without_a_commit_restarts_from_the_beginning(tmp_path):
@@ -27,13 +28,12 @@ def test_a_group_without_a_commit_restarts_from_the_beginning(tmp_path):
         admin.create_topics([NewTopic("t", num_partitions=1,
                                       replication_factor=1)])["t"].result(30)
         producer = Producer({"bootstrap.servers": broker.bootstrap})
-        options = QueueOptions(bootstrap=broker.bootstrap, topics=("t",), partitions=1,
-                               groups=("unused",), seed=3, concurrency=2, rate=40,
-                               crash_clients_every=0.5,
-                               settings=ClientSettings(auto_offset_reset="latest"))
+        config = QueueConfig(partitions=1, concurrency=2, rate=40, crash_clients_every=0.5,
+                             client_settings=ClientSettings(auto_offset_reset="latest"))
+        target = Target(broker.bootstrap, topics=("t",), groups=("unused",), seed=3)
         history = HistoryWriter(tmp_path / "history.jsonl")
         stop = threading.Event()
-        worker = ConsumerWorker(1, options, history, Stats(), stop, mode="assign",
+        worker = ConsumerWorker(1, config, target, history, Stats(), stop, mode="assign",
                                 group=f"g-{uuid.uuid4().hex[:6]}")
         thread = threading.Thread(target=worker.run)
         thread.start()

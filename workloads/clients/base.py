@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from history_analysis.history import schema as h
+from kchaos.settings import setting
 
 OK, FAIL, INFO = "ok", "fail", "info"
 # NOT_ENOUGH_REPLICAS is returned before the append (the ISR is too small),
@@ -39,26 +40,33 @@ class Outcome:
 class ClientSettings:
     """Every client knob, with Kafka's meaning (the Java client's property of
     the same name); each library module maps them to its own names."""
-    acks: str = "all"                   # "0" | "1" | "all"
-    idempotence: bool = True            # enable.idempotence (KIP-98)
-    retries: int | None = None          # None: the client's default (effectively unbounded)
-    max_in_flight: int = 5              # max.in.flight.requests.per.connection
-    linger_ms: int = 0
-    batch_size: int = 16384             # bytes per batch; 1: one record per batch
-    delivery_timeout_ms: int = 10000    # KIP-91: bounds a record from send() to its outcome
-    request_timeout_ms: int = 3000      # how long the client waits for any response
-    session_timeout_ms: int = 6000
-    heartbeat_interval_ms: int = 300
-    max_poll_interval_ms: int = 30000   # also the rebalance timeout a member sends in JoinGroup
-    max_block_ms: int = 2000            # how long a send waits for its topic in the metadata
-    default_api_timeout_ms: int = 5000  # bounds calls without a timeout argument (commit)
-    fetch_max_wait_ms: int = 500
-    # Where a consumer goes when its position is out of range (and a group
-    # without a commit starts): "earliest" or "latest".
-    auto_offset_reset: str = "earliest"
-    retry_backoff_ms: int = 100
-    reconnect_backoff_ms: int = 50
-    reconnect_backoff_max_ms: int = 1000
+    acks: str = setting("all", "Producer acks.", choices=("0", "1", "all"))
+    idempotence: bool = setting(True, "The idempotent producer (KIP-98): "
+                                "enable.idempotence.")
+    retries: int | None = setting(None, "Producer retries.", default_text="the client's, "
+                                  "effectively unbounded")
+    max_in_flight: int = setting(5, "Producer requests in flight per connection "
+                                 "(max.in.flight.requests.per.connection).")
+    linger_ms: int = setting(0, "Producer batching delay.")
+    batch_size: int = setting(16384, "Producer batch size in bytes (1: one record per batch).")
+    delivery_timeout_ms: int = setting(10000, "How long a send may take, retries included "
+                                       "(KIP-91).")
+    request_timeout_ms: int = setting(3000, "How long a client waits for any response.")
+    session_timeout_ms: int = setting(6000, "Group session timeout of subscribe-mode "
+                                      "consumers.")
+    heartbeat_interval_ms: int = setting(300, "Group heartbeat interval.")
+    max_poll_interval_ms: int = setting(30000, "max.poll.interval.ms, also the rebalance "
+                                        "timeout a member sends in JoinGroup.")
+    max_block_ms: int = setting(2000, "How long a send waits for its topic in the metadata.")
+    default_api_timeout_ms: int = setting(5000, "Bounds calls without a timeout argument "
+                                          "(commit).")
+    fetch_max_wait_ms: int = setting(500, "How long the broker may hold a fetch.")
+    auto_offset_reset: str = setting(
+        "earliest", "Where a consumer goes when its position is out of range (and a group "
+        "with no commit starts).", choices=("earliest", "latest"))
+    retry_backoff_ms: int = setting(100, "Wait before a client retries a request.")
+    reconnect_backoff_ms: int = setting(50, "First wait before reconnecting to a broker.")
+    reconnect_backoff_max_ms: int = setting(1000, "Longest wait before reconnecting.")
 
     def __post_init__(self):
         if self.acks not in ("0", "1", "all"):

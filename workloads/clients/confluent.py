@@ -185,6 +185,7 @@ class ConfluentConsumer:
         self._rebalances: list[dict] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._client_id = client_id
         self._commit_in_flight: threading.Thread | None = None
         self._commit_timeout = settings.default_api_timeout_ms / 1000
         self._epochs = ConsumedEpochs()
@@ -356,7 +357,7 @@ class ConfluentConsumer:
         if self._commit_in_flight is not None and self._commit_in_flight.is_alive():
             # close() waits for the unanswered commit; let it finish (it
             # leaves the group then) without holding up the caller.
-            threading.Thread(target=self._consumer.close, name="close-after-commit",
-                             daemon=True).start()
+            threading.Thread(target=self._consumer.close,
+                             name=f"close-after-commit-{self._client_id}", daemon=True).start()
         else:
             self._consumer.close()  # leaves the group (LeaveGroup) if subscribed

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from reference_broker.controller import (
     CorruptMetadataRecord, CreateTopic, DeleteTopic, FenceBroker, PartitionState, RegisterBroker,
-    UnfenceBroker, decode, encode)
+    SetTopicConfig, UnfenceBroker, decode, encode)
 
 ids = st.integers(min_value=-1, max_value=2 ** 31 - 1)
 names = st.text(min_size=1, max_size=30)
@@ -23,6 +23,7 @@ records = st.one_of(
     st.builds(PartitionState, names, st.integers(0, 1000),
               st.lists(ids, max_size=5).map(tuple), st.lists(ids, max_size=5).map(tuple),
               ids, st.integers(0, 2 ** 31 - 1), st.integers(0, 2 ** 31 - 1)),
+    st.builds(SetTopicConfig, names, names, st.none() | names),
     st.builds(DeleteTopic, names),
 )
 

@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from reference_broker.config import BrokerConfig, parse_settings
 from reference_broker.controller import CorruptMetadataRecord, decode
+from reference_broker.controller.new_topic import NewTopic
 from reference_broker.controller.records import CreateCluster, PartitionState, RegisterBroker
 from reference_broker.controller.service import ControllerService
 from reference_broker.metadata_batches import decode_metadata_batches, encode_metadata_batch
@@ -37,7 +38,7 @@ def test_every_decision_is_on_disk_before_it_is_answered(tmp_path):
         assert decode(lines(tmp_path)[-1]) == RegisterBroker(1, "127.0.0.1", 9092, epoch)
         assert await ctl.heartbeat(1, epoch, want_fence=False,
                                    metadata_offset=epoch + 1) == (ErrorCode.none, False)
-        [(error, message)] = await ctl.create_topics([("t", 2, 1)], False)
+        [(error, message)] = await ctl.create_topics([NewTopic("t", 2, 1)], False)
         assert (error, message) == (ErrorCode.none, None)
         assert len(lines(tmp_path)) == ctl.end_offset
         return ctl.controller.image.partition("t", 1)
@@ -49,7 +50,7 @@ def test_a_restarted_controller_resumes_from_its_file(tmp_path):
         ctl = service(tmp_path)
         epoch = await ctl.register(1, "h", 1)
         await ctl.heartbeat(1, epoch, want_fence=False, metadata_offset=epoch + 1)
-        await ctl.create_topics([("t", 1, 1)], False)
+        await ctl.create_topics([NewTopic("t", 1, 1)], False)
         return ctl.controller.records_since(0), ctl.cluster_id
 
     async def second():
@@ -78,7 +79,8 @@ def test_topic_names_and_replication_factors_are_checked(tmp_path):
     async def scenario():
         ctl = service(tmp_path)
         await ctl.register(1, "h", 1)
-        return await ctl.create_topics([("bad name", 1, 1), ("t", 1, 3), ("ok", 1, 1)], False)
+        return await ctl.create_topics([NewTopic("bad name", 1, 1), NewTopic("t", 1, 3),
+                                       NewTopic("ok", 1, 1)], False)
     bad, too_many, fenced_only = asyncio.run(scenario())
     assert bad[0] == ErrorCode.invalid_topic_exception and "bad name" in bad[1]
     assert too_many[0] == ErrorCode.invalid_replication_factor

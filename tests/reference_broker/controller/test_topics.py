@@ -20,8 +20,8 @@ def layout(ctl, topic: str) -> list[tuple[tuple[int, ...], tuple[int, ...], int]
 
 def test_replicas_stripe_over_brokers_and_the_first_leads():
     ctl, _ = running(3)
-    error, records = ctl.create_topic("t", 4, 2)
-    assert error is NONE
+    error, message, records = ctl.create_topic("t", 4, 2)
+    assert (error, message) == (NONE, None)
     assert isinstance(records[0], CreateTopic) and records[0].name == "t"
     uuid.UUID(records[0].topic_id)
     assert records[1:] == [
@@ -36,7 +36,7 @@ def test_the_stripe_continues_across_topics():
     ctl.create_topic("a", 1, 1)
     ctl.create_topic("b", 2, 1)
     assert [leader for _, _, leader in layout(ctl, "b")] == [2, 3]
-    assert ctl.create_topic("c", 1, 1)[1][0].topic_id != ctl.image.topics["a"].topic_id
+    assert ctl.create_topic("c", 1, 1)[2][0].topic_id != ctl.image.topics["a"].topic_id
 
 
 def test_fenced_brokers_take_the_last_replicas_and_stay_out_of_the_isr():
@@ -56,15 +56,18 @@ def test_fenced_brokers_take_the_last_replicas_and_stay_out_of_the_isr():
 def test_invalid_requests(partitions, replication_factor, error):
     ctl, _ = running(3)
     offset = ctl.image.offset
-    assert ctl.create_topic("t", partitions, replication_factor) == (error, [])
+    refused, message, records = ctl.create_topic("t", partitions, replication_factor)
+    assert (refused, records) == (error, []) and message
     assert ctl.image.offset == offset and "t" not in ctl.image.topics
 
 
 def test_no_unfenced_broker_means_no_topic():
     ctl = controller()
     ctl.register(1, "b1", 9092)
-    assert ctl.create_topic("t", 1, 1) == (ErrorCode.invalid_replication_factor, [])
-    assert controller().create_topic("t", 1, 1) == (ErrorCode.invalid_replication_factor, [])
+    assert ctl.create_topic("t", 1, 1) == (
+        ErrorCode.invalid_replication_factor,
+        "Unable to replicate the partition: all brokers are currently fenced.", [])
+    assert controller().create_topic("t", 1, 1)[::2] == (ErrorCode.invalid_replication_factor, [])
 
 
 def test_minus_one_means_the_defaults():
@@ -76,15 +79,16 @@ def test_minus_one_means_the_defaults():
 def test_existing_topic():
     ctl, _ = running(1)
     ctl.create_topic("t", 1, 1)
-    assert ctl.create_topic("t", 3, 1) == (ErrorCode.topic_already_exists, [])
+    assert ctl.create_topic("t", 3, 1) == (ErrorCode.topic_already_exists,
+                                           "Topic 't' already exists.", [])
     assert len(ctl.image.topics["t"].partitions) == 1
 
 
 def test_validate_only_checks_and_writes_nothing():
     ctl, _ = running(1)
     offset = ctl.image.offset
-    assert ctl.create_topic("t", 2, 1, validate_only=True) == (NONE, [])
-    assert ctl.create_topic("t", 2, 2, validate_only=True) == (
+    assert ctl.create_topic("t", 2, 1, validate_only=True) == (NONE, None, [])
+    assert ctl.create_topic("t", 2, 2, validate_only=True)[::2] == (
         ErrorCode.invalid_replication_factor, [])
     assert ctl.image.offset == offset
 

@@ -16,6 +16,8 @@ PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP = 8, 9, 10, 11, 14
 API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS = 18, 19, 20
 INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 22, 23
+DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 
 LATEST, EARLIEST = -1, -2
 
@@ -84,12 +86,41 @@ def offset_for_leader_epoch(topic: str, partition: int, leader_epoch: int, *,
 
 
 def create_topics(names: str | list[str], *, partitions: int = 1, replication_factor: int = 1,
-                  validate_only: bool = False, version: int = 4):
+                  validate_only: bool = False, version: int = 4,
+                  configs: dict[str, str | None] | None = None,
+                  assignments: dict[int, list[int]] | None = None):
     shape = _Shape(CREATE_TOPICS, version)
     return shape("CreateTopicsRequest", validate_only=validate_only, topics=tuple(
         shape("CreatableTopic", name=name, num_partitions=partitions,
-              replication_factor=replication_factor, assignments=(), configs=())
+              replication_factor=replication_factor, assignments=tuple(
+                  shape("CreatableReplicaAssignment", partition_index=index,
+                        broker_ids=tuple(brokers))
+                  for index, brokers in (assignments or {}).items()),
+              configs=tuple(shape("CreatableTopicConfig", name=key, value=value)
+                            for key, value in (configs or {}).items()))
         for name in ([names] if isinstance(names, str) else names)))
+
+
+def describe_configs(resources: list[tuple[int, str, list[str] | None]], *,
+                     synonyms: bool = False, documentation: bool = False, version: int = 4):
+    """(resource type, name, keys or None for all) per resource."""
+    shape = _Shape(DESCRIBE_CONFIGS, version)
+    return shape("DescribeConfigsRequest", include_synonyms=synonyms,
+                 include_documentation=documentation, resources=tuple(
+                     shape("DescribeConfigsResource", resource_type=kind, resource_name=name,
+                           configuration_keys=None if keys is None else tuple(keys))
+                     for kind, name, keys in resources))
+
+
+def incremental_alter_configs(resources: list[tuple[int, str, list[tuple[str, int, str | None]]]],
+                              *, validate_only: bool = False, version: int = 1):
+    """(resource type, name, [(key, operation, value)]) per resource."""
+    shape = _Shape(INCREMENTAL_ALTER_CONFIGS, version)
+    return shape("IncrementalAlterConfigsRequest", validate_only=validate_only, resources=tuple(
+        shape("AlterConfigsResource", resource_type=kind, resource_name=name, configs=tuple(
+            shape("AlterableConfig", name=key, config_operation=operation, value=value)
+            for key, operation, value in changes))
+        for kind, name, changes in resources))
 
 
 def init_producer_id(version: int = 4):

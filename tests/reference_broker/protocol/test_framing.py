@@ -6,9 +6,12 @@ ApiVersions, which must be answered whatever its version (KIP-511)."""
 from __future__ import annotations
 
 import struct
+from datetime import timedelta
 
 import pytest
-from kio.schema.describe_configs.v1.request import DescribeConfigsRequest, DescribeConfigsResource
+from kio.schema.delete_records.v1.request import (
+    DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic,
+)
 from kio.schema.errors import ErrorCode
 
 from reference_broker.protocol import metadata
@@ -209,9 +212,9 @@ def test_kafka_api_the_broker_does_not_implement_closes(tmp_path):
     async def scenario():
         async with open_node(tmp_path) as node:
             client = node.connect()
-            client.send(DescribeConfigsRequest(include_synonyms=False, resources=(
-                DescribeConfigsResource(resource_type=2, resource_name="t",
-                                        configuration_keys=None),)))
+            client.send(DeleteRecordsRequest(timeout=timedelta(seconds=1), topics=(
+                DeleteRecordsTopic(name="t", partitions=(
+                    DeleteRecordsPartition(partition_index=0, offset=1),)),)))
             with pytest.raises(ConnectionClosed):
                 await client.receive()
             await node.assert_serves()

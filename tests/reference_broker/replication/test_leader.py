@@ -85,6 +85,19 @@ def test_min_isr_is_capped_by_the_replication_factor():
     assert state.acks_all_check() is ErrorCode.none
 
 
+def test_a_changed_min_isr_governs_acks_all_and_the_hw_at_once():
+    # A topic's min.insync.replicas altered while this broker leads it.
+    state = leader(isr=(1,))
+    state.on_append(110, NOW)
+    assert (state.high_watermark, state.acks_all_check()) == (100, ErrorCode.not_enough_replicas)
+    state.set_min_insync_replicas(1, NOW)
+    assert (state.high_watermark, state.acks_all_check()) == (110, ErrorCode.none)
+    state.set_min_insync_replicas(3, NOW)
+    assert state.acks_all_check() is ErrorCode.not_enough_replicas
+    with pytest.raises(ValueError, match="must be >= 1"):
+        state.set_min_insync_replicas(0, NOW)
+
+
 def test_caught_up_time_is_the_previous_fetch_when_the_follower_reaches_the_leo_of_then():
     state = leader(isr=(1, 2), replicas=(1, 2))
     state.on_follower_fetch(2, 100, NOW)          # caught up at NOW

@@ -1,0 +1,140 @@
+"""`--db external` with the cluster's nodes named: a cluster kchaos did not
+start (a user's compose project, their own hosts), hurt where it runs.
+
+Partitions are iptables in each node's own network (the container's, the
+host's), as on any node. Process faults hit the broker:
+
+- with `--broker-process PATTERN`: the processes `pgrep -f PATTERN` finds on
+  the node get SIGSTOP / SIGCONT / SIGKILL, and `--broker-start CMD` (run by
+  `sh -c` on the node, detached) starts it again;
+- on a container without a pattern: the container's main process is the
+  broker (a compose service): pause is `docker pause`, kill `docker kill`
+  (which reaches a PID 1 that a signal from inside the container cannot)
+  and start `docker start`.
+
+Nothing is set up or torn down: the cluster is the user's. heal-all resumes
+paused brokers and starts killed ones.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from typing import Protocol, runtime_checkable
+
+from cluster.db import ExternalDB
+from cluster.node import Node
+from cluster.readiness import metadata_problem, partition_state
+
+START_DAEMON = "broker-start"
+
+
+@runtime_checkable
+class Container(Protocol):
+    """A node that is a container the engine pauses, kills and starts
+    (cluster/docker_attach.py)."""
+
+    def pause_container(self) -> None: ...
+
+    def unpause_container(self) -> None: ...
+
+    def kill_container(self) -> None: ...
+
+    def start_container(self) -> None: ...
+
+    def container_running(self) -> bool: ...
+
+
+class AttachedDB(ExternalDB):
+    def __init__(self, bootstrap: str, nodes: list[Node], *, broker_process: str | None = None,
+                 broker_start: str | None = None):
+        super().__init__(bootstrap)
+        self.nodes = list(nodes)
+        self.broker_process = broker_process
+        self.broker_start = broker_start
+        for node in self.nodes:
+            if broker_process is None and not isinstance(node, Container):
+                raise ValueError(f"{node.name}: pause and kill need --broker-process PATTERN "
+                                 f"on a node that is not a container")
+
+    # -- process faults ------------------------------------------------------
+
+    def pause(self, node: Node) -> None:
+        self._signal(node, signal.SIGSTOP)
+
+    def resume(self, node: Node) -> None:
+        self._signal(node, signal.SIGCONT)
+
+    def kill(self, node: Node) -> None:
+        self._signal(node, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while self.alive(node):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{node.name}: the broker survives SIGKILL after 30 s")
+            time.sleep(0.1)
+
+    def alive(self, node: Node) -> bool:
+        if self.broker_process is not None:
+            return bool(self._pids(node))
+        return node.container_running()
+
+    def start(self, node: Node) -> None:
+        if self.alive(node):
+            return
+        if self.broker_process is not None:
+            if not self.broker_start:
+                raise RuntimeError(f"{node.name}: the broker is not running and there is no "
+                                   f"--broker-start CMD to start it")
+            node.stop_daemon(START_DAEMON, sig=signal.SIGKILL)    # a previous start's
+            node.start_daemon(START_DAEMON, ["sh", "-c", self.broker_start])
+        else:
+            node.start_container()
+
+    def _signal(self, node: Node, sig: int) -> None:
+        if self.broker_process is not None:
+            pids = self._pids(node)
+            if pids:
+                node.run(["kill", f"-{int(sig)}", *map(str, pids)], check=False)
+        elif sig == signal.SIGSTOP:
+            node.pause_container()
+        elif sig == signal.SIGCONT:
+            node.unpause_container()
+        else:
+            node.kill_container()
+
+    def _pids(self, node: Node) -> list[int]:
+        done = node.run(["pgrep", "-f", self.broker_process], check=False)
+        # pgrep never lists itself, but the sh -c of --broker-start matches
+        # the pattern too: its children are the broker, and it is signalled
+        # with them, which is what a kill of the broker means.
+        return [int(p) for p in done.stdout.split()]
+
+    # -- the cluster as clients see it -----------------------------------------
+
+    def crashed(self) -> list[str]:
+        return []       # a cluster kchaos did not start: nothing is expected of it
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        problem = "no answer"
+        while time.monotonic() < deadline:
+            problem = metadata_problem(self.bootstrap, set(), min(5.0, max(
+                0.5, deadline - time.monotonic())))
+            if problem is None:
+                return
+            time.sleep(0.5)
+        raise TimeoutError(f"the cluster at {self.bootstrap} is not ready after {timeout} s: "
+                           f"Metadata: {problem}")
+
+    def primary(self, topic: str, partition: int) -> Node | None:
+        state = partition_state(self.bootstrap, topic, partition)
+        return None if state is None or state[0] is None else self._node_by_id(state[0])
+
+    def in_sync(self, topic: str, partition: int) -> list[Node] | None:
+        state = partition_state(self.bootstrap, topic, partition)
+        return None if state is None else [n for n in map(self._node_by_id, state[1]) if n]
+
+    def _node_by_id(self, node_id: int) -> Node | None:
+        """Nodes are named in node-id order (--docker-containers c1,c2,... or
+        --nodes h1,h2,... for ids 1, 2, ...)."""
+        return self.nodes[node_id - 1] if 1 <= node_id <= len(self.nodes) else None

@@ -1,0 +1,196 @@
+"""What a DB adapter that runs its system as daemons on `Node`s shares,
+whichever system: the nodes in order (node i has node id i + 1), which
+daemons should run, readiness and leadership asked with the Kafka protocol
+(cluster/readiness.py), crash detection, log tails and collecting logs.
+
+Subclasses (`ReferenceDB`, `CommandDB`) say which daemons a node runs
+(`daemons_on`), where their logs and data are (`log_files`, `data_dirs`),
+the broker daemon's name (`broker_daemon`) and the client port (`port`).
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Sequence
+from pathlib import Path, PurePath
+
+from cluster.node import Node
+from cluster.readiness import metadata_problem, partition_state
+
+LOG_TAIL_LINES = 15
+
+
+class DaemonDB:
+    port: int
+    broker_daemon: str = "broker"
+
+    def __init__(self) -> None:
+        self.nodes: list[Node] = []
+        self._expected: set[tuple[str, str]] = set()  # (node, daemon) that should run
+
+    # -- what subclasses say -------------------------------------------------
+
+    def daemons_on(self, node: Node) -> list[str]:
+        raise NotImplementedError
+
+    def log_files(self, node: Node) -> list[PurePath]:
+        raise NotImplementedError
+
+    def data_dirs(self, node: Node) -> list[str]:
+        """Directories under the node's workdir listed in data-listing.txt."""
+        return ["data"]
+
+    # -- the cluster -----------------------------------------------------------
+
+    def bind(self, nodes: Sequence[Node]) -> None:
+        """The cluster's nodes, in order: node i (from 0) has node id i + 1."""
+        if not nodes:
+            raise ValueError(f"nodes=[]: {type(self).__name__} needs at least one node")
+        self.nodes = list(nodes)
+
+    def start_all(self, nodes: Sequence[Node], *, timeout: float = 60.0) -> None:
+        """Bind nodes, set each up and wait until the cluster is ready."""
+        self.bind(nodes)
+        for node in self.nodes:
+            self.setup(node)
+        self.wait_ready(timeout)
+
+    def setup(self, node: Node) -> None:
+        raise NotImplementedError
+
+    def bootstrap_servers(self) -> str:
+        self._check_bound("bootstrap_servers")
+        return ",".join(f"{node.address}:{self.port}" for node in self.nodes)
+
+    def node_id(self, node: Node) -> int:
+        for i, bound in enumerate(self.nodes):
+            if bound.name == node.name:
+                return i + 1
+        raise ValueError(f"node={node.name!r} is not one of this DB's nodes "
+                         f"{[n.name for n in self.nodes]}")
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until every running broker listens, Metadata lists it, and every
+        partition has a leader. A daemon that exits unasked fails at once; a
+        timeout says what was checked and shows each node's log tail."""
+        self._check_bound("wait_ready")
+        deadline = time.monotonic() + timeout
+        problem = "no metadata yet"
+        while time.monotonic() < deadline:
+            self._check_alive()
+            running = [n for n in self.nodes if n.is_running(self.broker_daemon)]
+            # A broker may listen only once it is registered; a restarted one
+            # is still listed under its old registration.
+            closed = [n.name for n in running if not _accepts(n.address, self.port)]
+            if closed:
+                problem = (f"brokers not listening yet on port {self.port} (a TCP connect "
+                           f"from here): {closed}")
+                time.sleep(0.1)
+                continue
+            bootstrap = ",".join(f"{n.address}:{self.port}" for n in running)
+            problem = metadata_problem(bootstrap, {self.node_id(n) for n in running},
+                                       min(5.0, max(0.5, deadline - time.monotonic())))
+            if problem is None:
+                return
+            problem = f"Metadata from {bootstrap}: {problem}"
+            time.sleep(0.2)
+        raise TimeoutError(f"{type(self).__name__}: cluster not ready after {timeout} s: "
+                           f"{problem}\n" + "\n".join(self._log_tail(n) for n in self.nodes))
+
+    def crashed(self) -> list[str]:
+        """Names of the nodes whose broker should run (started, not killed
+        through this adapter) and does not."""
+        return [n.name for n in self.nodes
+                if (n.name, self.broker_daemon) in self._expected
+                and not n.is_running(self.broker_daemon)]
+
+    def primary(self, topic: str, partition: int) -> Node | None:
+        """The leader of topic-partition as Metadata from the running
+        brokers says; None when it has none or no broker answers."""
+        state = self._partition_state(topic, partition)
+        return None if state is None or state[0] is None else self._by_id(state[0])
+
+    def in_sync(self, topic: str, partition: int) -> list[Node] | None:
+        """The nodes in topic-partition's ISR by Metadata (None: no answer)."""
+        state = self._partition_state(topic, partition)
+        return None if state is None else [n for n in map(self._by_id, state[1]) if n]
+
+    def _partition_state(self, topic: str, partition: int):
+        running = [n for n in self.nodes if n.is_running(self.broker_daemon)]
+        if not running:
+            return None
+        return partition_state(",".join(f"{n.address}:{self.port}" for n in running),
+                               topic, partition)
+
+    def _by_id(self, node_id: int) -> Node | None:
+        return self.nodes[node_id - 1] if 1 <= node_id <= len(self.nodes) else None
+
+    # -- one node ----------------------------------------------------------------
+
+    def alive(self, node: Node) -> bool:
+        return node.is_running(self.broker_daemon)
+
+    def teardown(self, node: Node) -> None:
+        """SIGKILL every daemon of ours on node (stop_daemon continues a
+        paused one first); data stays for collecting."""
+        for daemon in self.daemons_on(node):
+            self._expected.discard((node.name, daemon))
+            node.stop_daemon(daemon, sig=9)
+
+    def collect(self, node: Node, dest_dir: str | Path) -> None:
+        """Copy node's logs into dest_dir (the run directory's
+        `nodes/<name>/`) with `data-listing.txt`: each file under its data
+        directories, relative path and size in bytes."""
+        dest = Path(dest_dir)
+        dest.mkdir(parents=True, exist_ok=True)
+        for path in self.log_files(node):
+            try:
+                (dest / path.name).write_bytes(node.get(path))
+            except FileNotFoundError:
+                continue
+        listing = []
+        for sub in self.data_dirs(node):
+            found = node.run(["find", str(node.workdir / sub), "-type", "f",
+                              "-printf", r"%P\t%s\n"], check=False)
+            listing += [f"{sub}/{line}" for line in found.stdout.splitlines()]
+        (dest / "data-listing.txt").write_text("".join(f"{line}\n" for line in sorted(listing)))
+
+    # -- inside --------------------------------------------------------------------
+
+    def _check_bound(self, method: str) -> None:
+        if not self.nodes:
+            raise ValueError(f"{type(self).__name__}.{method}: the DB does not know its nodes "
+                             f"yet; call start_all(nodes) or bind(nodes) first")
+
+    def _check_alive(self) -> None:
+        """A daemon that should run and does not has crashed."""
+        dead = [(n, daemon) for n in self.nodes for daemon in self.daemons_on(n)
+                if (n.name, daemon) in self._expected and not n.is_running(daemon)]
+        if dead:
+            raise RuntimeError(f"{type(self).__name__}: "
+                               + "; ".join(f"the {d} on {n.name} exited{self._held(n, d)}"
+                                           for n, d in dead)
+                               + "\n" + "\n".join(self._log_tail(n) for n, _ in dead))
+
+    def _held(self, node: Node, daemon: str) -> str:
+        """Why a daemon may have failed to listen (a subclass may know)."""
+        return ""
+
+    def _log_tail(self, node: Node) -> str:
+        tails = []
+        for path in self.log_files(node):
+            try:
+                lines = node.get(path).decode(errors="replace").splitlines()
+            except FileNotFoundError:
+                lines = ["(no log)"]
+            tails.append(f"--- {node.name}:{path}\n" + "\n".join(lines[-LOG_TAIL_LINES:]))
+        return "\n".join(tails)
+
+
+def _accepts(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False

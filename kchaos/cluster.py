@@ -1,0 +1,142 @@
+"""A run's cluster: the nodes its backend gives (local, docker, ssh) and
+the DB adapter that runs — or attaches to — the system under test.
+
+    backend (config.node_backend())   db (config.db)
+    local: namespaces / loopback      reference: the reference broker
+    docker: containers kchaos makes   command: a system spec's broker
+            or --docker-containers    external: --bootstrap, faults only
+    ssh: --nodes host1,host2,...                through the named nodes
+
+`make_backend` is the one place a backend is built from a config: the run,
+`kchaos heal` and `kchaos clean` use it, so they find the same nodes.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+from kchaos.config import TestConfig
+
+log = logging.getLogger("kchaos.run")
+SCRATCH = "scratch"     # the local nodes' workdirs, under the run directory
+
+
+def make_backend(config: TestConfig, run_dir: Path):
+    """The backend config names, not set up yet (None: no nodes)."""
+    if not config.has_nodes():
+        return None
+    kind = config.node_backend()
+    if kind == "local":
+        from cluster.local import LocalBackend, prefix_for
+        return LocalBackend(config.node_count(), run_dir / SCRATCH, subnet=config.subnet,
+                            use_namespaces=config.use_namespaces,
+                            prefix=prefix_for(config.subnet))
+    if kind == "docker":
+        if config.docker_containers:
+            from cluster.docker_attach import AttachedContainers
+            return AttachedContainers(list(config.docker_containers))
+        from cluster.docker import DockerBackend
+        from cluster.local import prefix_for
+        # One run per subnet, as on the local backend: the subnet names the
+        # network and containers, and setup removes what a crashed run left.
+        return DockerBackend(config.node_count(), run_dir / SCRATCH, subnet=config.subnet,
+                             image=config.docker_image,
+                             prefix=prefix_for(config.subnet) + "-dk")
+    from cluster.ssh import SshBackend
+    return SshBackend(list(config.nodes), user=config.ssh_user, port=config.ssh_port,
+                      key_file=config.ssh_key, known_hosts=config.ssh_known_hosts,
+                      accept_new_host_keys=config.ssh_accept_new_host_keys,
+                      root_dir=config.ssh_root,
+                      install=config.db in ("reference", "command"))
+
+
+def make_db(config: TestConfig, nodes: list):
+    from cluster.db import ExternalDB, ReferenceDB
+    if config.db == "reference":
+        return ReferenceDB(bugs=list(config.bugs), config=list(config.broker_config))
+    if config.db == "command":
+        from cluster.command_db import CommandDB
+        from cluster.system_spec import load_spec
+        return CommandDB(load_spec(config.system))
+    if nodes:
+        from cluster.attached_db import AttachedDB
+        return AttachedDB(config.bootstrap, nodes, broker_process=config.broker_process,
+                          broker_start=config.broker_start)
+    return ExternalDB(config.bootstrap)
+
+
+class Cluster:
+    """The nodes and the system under test, whichever backend and DB."""
+
+    def __init__(self, config: TestConfig, run_dir: Path):
+        self.config = config
+        self.run_dir = run_dir
+        self.backend = None
+        self.nodes: list = []
+        self.db = None
+
+    def start(self) -> str:
+        """Set the nodes up, start (or find) the system; its bootstrap."""
+        config = self.config
+        self.backend = make_backend(config, self.run_dir)
+        if self.backend is not None:
+            self.backend.setup()
+            self.nodes = list(self.backend.nodes)
+        self.db = make_db(config, self.nodes)
+        if config.db == "external":
+            return self.db.bootstrap_servers()
+        if config.disk_gate():
+            from nemesis.disk.fault import mount
+            for node in self.nodes:         # under the data directory, before the broker
+                mount(node)
+        timeout = getattr(self.db, "spec", None)
+        try:
+            self.db.start_all(self.nodes, timeout=timeout.ready_timeout if timeout else 60)
+        except TimeoutError as e:
+            diagnosis = getattr(self.backend, "diagnose", lambda: None)()
+            if diagnosis:
+                raise TimeoutError(f"{e}\nlikely cause: {diagnosis}") from None
+            raise
+        return self.db.bootstrap_servers()
+
+    def view(self, topics: list[str]):
+        """What the nemesis acts on."""
+        from nemesis.core import Cluster as Target
+        return Target(self.nodes, self.db, self.db.bootstrap_servers(), topics,
+                      self.config.workload.partitions)
+
+    def crashed(self) -> list[str]:
+        """Nodes whose broker died unasked — crashed, or killed by someone
+        other than the nemesis, whose kills the DB adapter expects."""
+        return self.db.crashed() if self.db is not None and self.nodes else []
+
+    def teardown(self) -> None:
+        """Collect every node's logs into nodes/<name>/, then stop what kchaos
+        started and remove what it made (an attached cluster keeps running)."""
+        if self.db is not None:
+            for node in self.nodes:
+                try:
+                    self.db.collect(node, self.run_dir / "nodes" / node.name)
+                except Exception:  # noqa: BLE001 — never lose the teardown to a copy error
+                    log.exception("collecting the logs of %s", node.name)
+            for node in self.nodes:
+                try:
+                    self.db.teardown(node)
+                except Exception:  # noqa: BLE001
+                    log.exception("tearing down %s", node.name)
+        if self.backend is not None:
+            if self.config.disk_gate():
+                from nemesis.disk.fault import unmount_all
+                for problem in unmount_all(self.nodes):
+                    log.warning("unmounting a disk gate: %s", problem)
+            collect_logs = getattr(self.backend, "collect_logs", None)
+            if collect_logs is not None:
+                try:
+                    collect_logs(self.run_dir / "nodes")
+                except Exception:  # noqa: BLE001
+                    log.exception("collecting the nodes' own logs")
+            self.backend.teardown()
+            # The nodes' data: its listing and logs are in nodes/<name>/.
+            shutil.rmtree(self.run_dir / SCRATCH, ignore_errors=True)

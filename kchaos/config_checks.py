@@ -1,0 +1,122 @@
+"""What makes a TestConfig unrunnable, as (field, why) pairs: the first is
+what `TestConfig.validate` raises, naming the field, its value and the fix."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kchaos.config import BACKENDS, DBS, TestConfig
+
+NETWORK_FAULTS = frozenset({"partition", "packet-loss"})
+PROCESS_FAULTS = frozenset({"pause", "kill", "restart-all"})
+
+
+def problems(config: TestConfig) -> list[tuple[str, str]]:
+    return [*_db(config), *_nodes(config), *config.workload.problems(), *_phases(config),
+            *_nemesis(config)]
+
+
+def _db(config: TestConfig) -> list[tuple[str, str]]:
+    found = []
+    if config.db not in DBS:
+        found.append(("db", f"choose one of {', '.join(DBS)}"))
+    if config.db == "external" and not config.bootstrap:
+        found.append(("bootstrap", "--db external needs --bootstrap HOST:PORT[,HOST:PORT...]"))
+    if config.db != "external" and config.bootstrap:
+        found.append(("bootstrap", "kchaos starts the cluster itself; use --db external to "
+                      "test a cluster at --bootstrap"))
+    if config.db == "command":
+        if not config.system:
+            found.append(("system", "--db command needs --system FILE.toml, the spec of how "
+                          "to run the broker (examples/systems/)"))
+        elif not Path(config.system).is_file():
+            found.append(("system", "no such file: pass a system spec (examples/systems/)"))
+    elif config.system:
+        found.append(("system", "a system spec is for --db command"))
+    for name in ("broker_process", "broker_start"):
+        if getattr(config, name) and config.db != "external":
+            found.append((name, "is for --db external; kchaos knows the processes of the "
+                          "systems it starts"))
+    if config.broker_start and not config.broker_process:
+        found.append(("broker_start", "restarts a killed broker: pass --broker-process too"))
+    if config.bugs and config.db != "reference":
+        found.append(("bugs", "bug switches are the reference broker's (--db reference)"))
+    return found
+
+
+def _nodes(config: TestConfig) -> list[tuple[str, str]]:
+    found = []
+    backend = config.node_backend()
+    if backend not in BACKENDS:
+        return [("backend", f"choose one of {', '.join(BACKENDS)}")]
+    hosts = isinstance(config.nodes, list)
+    if backend == "ssh" and not hosts:
+        found.append(("nodes", "the ssh backend needs the hosts: --nodes host1,host2,..."))
+    if backend != "ssh" and hosts:
+        found.append(("nodes", f"hosts are for --backend ssh; the {backend} backend makes "
+                      f"its nodes: pass a count"))
+    if not hosts and config.nodes < 1:
+        found.append(("nodes", "must be at least 1"))
+    if config.docker_containers and backend != "docker":
+        found.append(("docker_containers", "containers are docker nodes: drop --backend "
+                      f"{backend}"))
+    if config.docker_containers and config.db != "external":
+        found.append(("docker_containers", "running containers are a cluster that is already "
+                      "running: use --db external --bootstrap ..."))
+    if config.db == "external" and backend == "docker" and not config.docker_containers:
+        found.append(("backend", "--db external on docker needs the cluster's containers: "
+                      "--docker-containers c1,c2,..."))
+    rf, count = config.workload.replication_factor, config.node_count()
+    if config.db != "external" and rf > count:
+        found.append(("replication_factor", f"more than the {count} nodes; lower it or "
+                      f"add nodes"))
+    return found
+
+
+def _phases(config: TestConfig) -> list[tuple[str, str]]:
+    found = [(name, "must be positive") for name in ("time_limit", "final_time_limit")
+             if not getattr(config, name) > 0]
+    if config.recovery_time < 0:
+        found.append(("recovery_time", "must not be negative"))
+    return found
+
+
+def _nemesis(config: TestConfig) -> list[tuple[str, str]]:
+    from nemesis.schedule import check
+    try:
+        check(config.nemesis, config.fault_targets, config.nemesis_interval)
+    except ValueError as e:
+        return [("nemesis", str(e))]
+    found = []
+    if config.nemesis and config.nemesis_script:
+        found.append(("nemesis_script", "a script replaces the --nemesis schedule; pass one "
+                      "of them"))
+    if config.nemesis_script is not None:
+        from kchaos.recipes import SCRIPTS
+        if config.nemesis_script not in SCRIPTS:
+            found.append(("nemesis_script", f"choose one of {', '.join(sorted(SCRIPTS))}"))
+    kinds = set(config.nemesis)
+    if kinds and not config.has_nodes():
+        found.append(("nemesis", "kchaos cannot reach the nodes of a cluster it does not "
+                      "run: name them (--docker-containers c1,c2,... or --nodes HOSTS) with "
+                      "--broker-process, or drop --nemesis"))
+    elif config.db == "external":
+        if kinds & PROCESS_FAULTS and not config.broker_process \
+                and not config.docker_containers:
+            found.append(("nemesis", "pause and kill faults on an external cluster's hosts "
+                          "need --broker-process PATTERN (and --broker-start CMD to restart)"))
+        if "disk" in kinds:
+            found.append(("nemesis", "disk faults put a disk gate under the broker's data "
+                          "before it starts: use --db reference or --db command"))
+    backend = config.node_backend()
+    local_loopback = backend == "local" and (
+        config.use_namespaces is False or (config.use_namespaces is None and os.geteuid() != 0))
+    if kinds & NETWORK_FAULTS and local_loopback and config.db != "external":
+        found.append(("nemesis", f"{', '.join(sorted(kinds & NETWORK_FAULTS))} need each node "
+                      "in a network namespace of its own: run as root, without "
+                      "--no-namespaces"))
+    if config.disk_gate() and backend == "local" and os.geteuid() != 0:
+        found.append(("nemesis", "disk faults mount a FUSE filesystem under each node: run "
+                      "as root"))
+    return found

@@ -1,0 +1,125 @@
+"""One run configuration: the command line, config files, keyword arguments
+and test.json all come from TestConfig's fields (kchaos/options.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from kchaos.cli import cli
+from kchaos.config import TestConfig
+from kchaos.options import from_flat, leaves, read_config_file
+from workloads.clients import ClientSettings
+from workloads.queue_config import QueueConfig
+
+
+def test_every_setting_is_an_option_with_its_help_and_default():
+    params = {p.name: p for p in cli.commands["run"].params}
+    for leaf in leaves(TestConfig):
+        if not leaf.field.metadata["cli"]:
+            assert leaf.name not in params
+            continue
+        option = params[leaf.name]
+        assert leaf.field.metadata["help"] and option.help.startswith(leaf.field.metadata["help"])
+        # The default lives in the field only: the option leaves it out.
+        assert option.default in (None, ()), leaf.name
+
+
+def test_nested_parts_are_tables_in_test_json_and_flat_in_python():
+    config = TestConfig.build(partitions=3, acks="1", idempotence=False, seed=4, nodes=5)
+    assert config.workload.partitions == 3
+    assert config.workload.client_settings.acks == "1"
+    body = json.loads(json.dumps(config.to_json()))
+    assert body["workload"]["client_settings"]["acks"] == "1"
+    assert TestConfig.from_json(body) == config
+    whole = TestConfig.build(client_settings=ClientSettings(linger_ms=7))
+    assert whole.workload.client_settings.linger_ms == 7
+    assert TestConfig.build(workload=QueueConfig(groups=2)).workload.groups == 2
+
+
+def test_unknown_settings_are_named():
+    with pytest.raises(TypeError, match="partitons=3: not a setting of TestConfig"):
+        TestConfig.build(partitons=3)
+    with pytest.raises(ValueError, match=r"config\.workload\.partitons: not a setting"):
+        TestConfig.from_json({"workload": {"partitons": 3}})
+    with pytest.raises(ValueError, match=r"config\.workload: expected a table"):
+        TestConfig.from_json({"workload": 3})
+
+
+def test_a_config_file_under_the_command_line(tmp_path):
+    path = tmp_path / "test.toml"
+    path.write_text('name = "suite-a"\ntime_limit = 20\nnemesis = ["kill"]\n'
+                    '[workload]\npartitions = 2\n[workload.client_settings]\nacks = "1"\n'
+                    'idempotence = false\n')
+    base = read_config_file(path)
+    config = from_flat(TestConfig, {"time_limit": 7.5, "rate": 50.0}, base)
+    assert (config.name, config.time_limit, config.nemesis) == ("suite-a", 7.5, ["kill"])
+    assert (config.workload.partitions, config.workload.rate) == (2, 50.0)
+    assert config.workload.client_settings.acks == "1"
+    # What the file left out keeps the field's one default.
+    assert config.recovery_time == dataclasses.fields(TestConfig)[
+        [f.name for f in dataclasses.fields(TestConfig)].index("recovery_time")].default
+    assert isinstance(TestConfig.build(time_limit=20).time_limit, float)
+
+
+def run_here(*args):
+    return CliRunner().invoke(cli, ["run", *args], catch_exceptions=False)
+
+
+def test_run_reads_the_file_and_its_errors_name_it(tmp_path):
+    store = tmp_path / "store"
+    path = tmp_path / "test.toml"
+    path.write_text("[workload]\npartitions = 0\nconcurrency = 1\n")
+    result = run_here("--config-file", str(path), "--store", str(store))
+    assert result.exit_code == 3 and "partitions=0: must be at least 1" in result.stderr
+    # The command line wins over the file: now the file's other mistake shows.
+    result = run_here("--config-file", str(path), "--partitions", "2", "--store", str(store))
+    assert result.exit_code == 3 and "concurrency=1: must be at least 2" in result.stderr
+    path.write_text("[workload]\nshards = 2\n")
+    result = run_here("--config-file", str(path), "--store", str(store))
+    assert result.exit_code == 3
+    assert f"{path}: config.workload.shards: not a setting" in result.stderr
+    path.write_text("partitions = [")
+    result = run_here("--config-file", str(path), "--store", str(store))
+    assert result.exit_code == 3 and "not valid TOML" in result.stderr
+    result = run_here("--config-file", str(tmp_path / "none.toml"), "--store", str(store))
+    assert result.exit_code == 3 and "no such config file" in result.stderr
+    assert not store.exists()
+
+
+@pytest.mark.parametrize("flat, message", [
+    ({"db": "command"}, "--db command needs --system"),
+    ({"nemesis": ["kill"], "db": "external", "bootstrap": "h:9092"},
+     "cannot reach the nodes of a cluster it does not run"),
+    ({"nemesis": ["kill"], "db": "external", "bootstrap": "h:9092",
+      "nodes": ["h1", "h2"]}, "need --broker-process PATTERN"),
+    ({"nemesis": ["disk"], "db": "external", "bootstrap": "h:9092",
+      "docker_containers": ["a", "b"]}, "disk faults put a disk gate"),
+    ({"nodes": ["h1", "h2"], "backend": "docker"}, "hosts are for --backend ssh"),
+    ({"backend": "ssh"}, "the ssh backend needs the hosts"),
+    ({"docker_containers": ["a"]}, "use --db external --bootstrap"),
+    ({"bugs": ["x"], "db": "external", "bootstrap": "h:1"}, "bug switches are the reference"),
+    ({"topic_config": ["min.insync.replicas"]}, "is not KEY=VALUE"),
+])
+def test_combinations_that_cannot_run(flat, message):
+    with pytest.raises(ValueError, match=message):
+        TestConfig.build(**flat).validate()
+
+
+def test_nodes_are_a_count_or_hosts():
+    assert TestConfig.build(nodes=["h1", "h2", "h3"]).node_backend() == "ssh"
+    assert TestConfig.build().node_backend() == "local"
+    config = TestConfig.build(db="external", bootstrap="c1:9092", docker_containers=["c1"])
+    assert (config.node_backend(), config.node_count(), config.has_nodes()) == ("docker", 1, True)
+    assert TestConfig.build(db="external", bootstrap="h:1").has_nodes() is False
+
+
+def test_nodes_on_the_command_line_are_a_count_or_hosts(tmp_path):
+    store = str(tmp_path / "store")
+    result = run_here("--nodes", "h1,h2", "--backend", "docker", "--store", store)
+    assert result.exit_code == 3 and "hosts are for --backend ssh" in result.stderr
+    result = run_here("--nodes", "2", "--store", store)
+    assert result.exit_code == 3 and "replication_factor=3: more than the 2 nodes" in result.stderr

@@ -1,0 +1,84 @@
+"""`kchaos run` on docker nodes: every fault on the correct broker is valid,
+a bug switch's recipe is detected there, the reference broker's system spec
+runs there (`--db command`), and a compose cluster kchaos did not start is
+hurt through its containers (`--db external --docker-containers`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from kchaos.config import TestConfig
+from kchaos.progress import Progress
+from kchaos.recipes import RECIPES
+from kchaos.run import nemesis_plan, run_and_check
+from kchaos.validate import recipe_config
+from nemesis.schedule import make_fault
+from tests.docker_support import DOCKER_MARKS, compose_cluster
+
+pytestmark = [*DOCKER_MARKS, pytest.mark.spark, pytest.mark.slow, pytest.mark.root,
+              pytest.mark.skipif(os.geteuid() != 0, reason="docker nodes need root here")]
+
+SPEC = Path(__file__).resolve().parents[2] / "examples" / "systems" / "reference.toml"
+FAST_BROKERS = ["broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=300",
+                "replica.lag.time.max.ms=3000", "group.initial.rebalance.delay.ms=0"]
+
+
+def applied(run_dir: Path) -> set[str]:
+    events = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+    return {e["f"] for e in events if e["process"] == -1 and e["type"] == "info"}
+
+
+def check_faults(run_dir: Path, config: TestConfig) -> None:
+    """Every start the seeded plan made was applied (its completion is info)."""
+    planned = {make_fault(s.fault).start_f for s in nemesis_plan(config) if s.action == "start"}
+    assert planned and planned <= applied(run_dir), (sorted(planned), sorted(applied(run_dir)))
+
+
+def test_every_fault_on_docker_nodes_is_valid(tmp_path, spark):
+    config = TestConfig.build(backend="docker", subnet="198.18.21.0/24", seed=21, time_limit=60,
+                              nemesis=["partition", "pause", "kill", "disk"], nemesis_interval=4,
+                              broker_config=FAST_BROKERS, topic_config=["min.insync.replicas=2"],
+                              recovery_time=3, final_time_limit=90, store=tmp_path)
+    result = run_and_check(config, spark, progress=Progress.quiet())
+    assert result.valid is True, (result.counts, result.suite.result.unknown, result.run_dir)
+    done = applied(result.run_dir)
+    assert {"start-partition", "pause", "kill"} <= done, sorted(done)
+    assert done & {"stall-disk", "disk-errors", "lose-unsynced"}, sorted(done)
+    assert (result.run_dir / "nodes" / "n1" / "container.log").exists()
+    assert result.outcome.heal_problems == []
+
+
+def test_a_bug_switch_is_detected_on_docker_nodes(tmp_path, spark):
+    recipe = RECIPES["acks-all-ignores-min-isr"]
+    config = dataclasses.replace(recipe_config(recipe, on=True, seed=1, store=tmp_path),
+                                 backend="docker", subnet="198.18.22.0/24")
+    result = run_and_check(config, spark, allowed=recipe.allowed, progress=Progress.quiet())
+    assert set(t for t, n in result.counts.items() if n) & set(recipe.expected), \
+        (result.counts, result.run_dir)
+
+
+def test_a_described_system_on_docker_nodes(tmp_path, spark):
+    config = TestConfig.build(backend="docker", db="command", system=str(SPEC), seed=23,
+                              subnet="198.18.23.0/24", time_limit=25, nemesis_interval=3,
+                              nemesis=["partition", "pause", "kill", "disk"], recovery_time=3,
+                              final_time_limit=90, store=tmp_path)
+    result = run_and_check(config, spark, progress=Progress.quiet())
+    assert result.valid is True, (result.counts, result.suite.result.unknown, result.run_dir)
+    check_faults(result.run_dir, config)
+
+
+def test_a_compose_cluster_takes_kills_and_partitions(tmp_path, spark):
+    with compose_cluster() as cluster:
+        config = TestConfig.build(db="external", bootstrap=cluster.bootstrap,
+                                  docker_containers=list(cluster.containers.values()),
+                                  nemesis=["partition", "kill", "pause"], nemesis_interval=4,
+                                  seed=24, time_limit=30, recovery_time=5, final_time_limit=90,
+                                  store=tmp_path)
+        result = run_and_check(config, spark, progress=Progress.quiet())
+    assert result.valid is True, (result.counts, result.suite.result.unknown, result.run_dir)
+    check_faults(result.run_dir, config)

@@ -1,0 +1,116 @@
+"""CI cancels jobs with SIGTERM: `kchaos run` then tears down as Ctrl-C
+does, and `kchaos clean` removes what a SIGKILLed harness left — no
+process, namespace, link, forwarding rule or mount survives either."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cluster.local import namespaces, prefix_for
+from nemesis.disk.fault import FS_TYPE
+
+pytestmark = [pytest.mark.root,
+              pytest.mark.skipif(os.geteuid() != 0, reason="namespaces and FUSE need root")]
+
+SUBNET = "198.18.9.0/24"
+PREFIX = prefix_for(SUBNET)
+KCHAOS = [sys.executable, "-m", "kchaos"]
+
+
+def start(store: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [*KCHAOS, "run", "--subnet", SUBNET, "--time-limit", "120", "--nemesis",
+         "partition,disk", "--nemesis-interval", "2", "--store", str(store)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(condition, what: str, harness: subprocess.Popen, timeout: float = 90.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if harness.poll() is not None:
+            raise AssertionError(f"the harness ended before {what}: {harness.stderr.read()}")
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"not within {timeout} s: {what}")
+
+
+def run_dir_of(store: Path) -> Path | None:
+    found = list(store.glob("queue/*/test.json"))
+    return found[0].parent if found else None
+
+
+def leftovers(run_dir: Path) -> list[str]:
+    found = [f"namespace {n}" for n in namespaces() if n.startswith(f"{PREFIX}-")]
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    found += [f"link {line.split(':')[1].strip()}" for line in links.splitlines()
+              if f" {PREFIX}-" in line]
+    rules = subprocess.run(["iptables", "-S", "FORWARD"], capture_output=True, text=True).stdout
+    found += [f"rule {line}" for line in rules.splitlines() if f"kchaos:{PREFIX}-" in line]
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        fields = line.split()
+        if fields[2] == FS_TYPE and fields[1].startswith(str(run_dir)):
+            found.append(f"mount {fields[1]}")
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if str(run_dir) in cmdline:
+                found.append(f"pid {proc.name}: {cmdline[:120]}")
+    return found
+
+
+def history_lines(run_dir: Path) -> int:
+    path = run_dir / "history.jsonl"
+    return len(path.read_bytes().splitlines()) if path.exists() else 0
+
+
+@pytest.mark.parametrize("phase", ["setup", "main"])
+def test_sigterm_tears_everything_down(tmp_path, phase):
+    store = tmp_path / "store"
+    harness = start(store)
+    try:
+        run_dir = wait_for(lambda: run_dir_of(store), "a run directory", harness)
+        if phase == "setup":
+            wait_for(lambda: f"{PREFIX}-n1" in namespaces(), "the namespaces", harness)
+        else:
+            wait_for(lambda: history_lines(run_dir) > 200, "the main phase", harness)
+        harness.send_signal(signal.SIGTERM)
+        _, stderr = harness.communicate(timeout=120)
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+    assert harness.returncode == 128 + signal.SIGTERM, stderr
+    assert "terminated (SIGTERM)" in stderr
+    assert leftovers(run_dir) == []
+
+
+def test_clean_after_the_harness_was_killed(tmp_path):
+    store = tmp_path / "store"
+    harness = start(store)
+    try:
+        run_dir = wait_for(lambda: run_dir_of(store), "a run directory", harness)
+        wait_for(lambda: history_lines(run_dir) > 100, "the main phase", harness)
+        harness.send_signal(signal.SIGKILL)
+        harness.wait(30)
+        assert leftovers(run_dir), "SIGKILL left nothing: this test shows nothing"
+        for _ in range(2):      # idempotent
+            cleaned = subprocess.run([*KCHAOS, "clean", str(run_dir)], capture_output=True,
+                                     text=True, timeout=120)
+            assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+            assert leftovers(run_dir) == []
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+        subprocess.run([*KCHAOS, "clean", str(run_dir_of(store) or tmp_path)],
+                       capture_output=True, timeout=120)

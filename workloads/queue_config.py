@@ -1,0 +1,81 @@
+"""The queue workload's configuration (`QueueConfig`, a run's `workload`)
+and what one run's workload acts on (`Target`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kchaos.settings import setting
+from workloads.clients import LIBRARIES, ClientSettings
+
+CONSUMER_MODES = ("assign", "subscribe", "mixed")
+
+
+@dataclass
+class QueueConfig:
+    """The queue workload's settings: nested in a run's TestConfig as
+    `workload`, flattened on the command line."""
+    client: str = setting("confluent-kafka", "The client library.", choices=LIBRARIES)
+    topics: int = setting(1, "Topics to create.")
+    partitions: int = setting(4, "Partitions per topic.")
+    replication_factor: int = setting(3, "Replication factor of the topics.")
+    topic_config: list[str] = setting(
+        default_factory=list, flag="--topic-config", metavar="KEY=VALUE", multiple=True,
+        help="A topic setting sent with CreateTopics (repeatable), e.g. "
+             "min.insync.replicas=2: on a cluster kchaos does not run, the broker's "
+             "defaults are not ours to set.")
+    concurrency: int = setting(6, "Worker threads, alternately producers and consumers.")
+    rate: float = setting(200.0, "Operations per second, all workers together.")
+    records_per_send: int = setting(1, "Values one send operation produces, back to back to "
+                                    "one partition (more than 1 pipelines batches).")
+    consumer_mode: str = setting("mixed", "How consumers read: assign, subscribe, or both "
+                                 "(alternating).", choices=CONSUMER_MODES)
+    groups: int = setting(1, "Consumer groups of the subscribe-mode consumers.")
+    crash_clients_every: float | None = setting(
+        None, "Crash a worker's client about every S seconds.", metavar="S",
+        default_text="never")
+    # Slow processing (KIP-62): a subscribe-mode consumer stalls past
+    # max.poll.interval.ms before a commit, about every S seconds; its
+    # group replaces it meanwhile, and what it commits then is a zombie's.
+    stall_consumers_every: float | None = setting(
+        None, "About every S seconds, a subscribe-mode consumer stalls 1.5 x "
+        "max.poll.interval.ms before a commit, as slow processing does.", metavar="S",
+        default_text="never")
+    client_settings: ClientSettings = setting(default_factory=ClientSettings)
+    op_timeout: float = setting(15.0, "A send or poll never waits longer.", cli=False)
+    poll_timeout: float = setting(0.1, "A poll returns what arrived by then.", cli=False)
+
+    def topic_names(self, token: str = "") -> list[str]:
+        return [f"kchaos-t{n}{token}" for n in range(self.topics)]
+
+    def group_names(self, token: str = "") -> list[str]:
+        return [f"kchaos-g{n}{token}" for n in range(self.groups)]
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(field, why) for every value that cannot run."""
+        found = []
+        for name in ("topics", "partitions", "replication_factor", "groups",
+                     "records_per_send"):
+            if getattr(self, name) < 1:
+                found.append((name, "must be at least 1"))
+        if self.concurrency < 2:
+            found.append(("concurrency", "must be at least 2: a producer and a consumer"))
+        if not self.rate > 0:
+            found.append(("rate", "must be positive"))
+        for name in ("crash_clients_every", "stall_consumers_every"):
+            if getattr(self, name) is not None and not getattr(self, name) > 0:
+                found.append((name, "must be positive seconds (or left out: never)"))
+        for item in self.topic_config:
+            if "=" not in item or not item.partition("=")[0].strip():
+                found.append(("topic_config", f"{item!r} is not KEY=VALUE"))
+        return found
+
+
+@dataclass(frozen=True)
+class Target:
+    """What one run's workload acts on: where, which topics and groups, and
+    the seed of every worker's random stream."""
+    bootstrap: str
+    topics: tuple[str, ...]
+    groups: tuple[str, ...]
+    seed: int
