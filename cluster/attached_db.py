@@ -6,7 +6,8 @@ host's), as on any node. Process faults hit the broker:
 
 - with `--broker-process PATTERN`: the processes `pgrep -f PATTERN` finds on
   the node get SIGSTOP / SIGCONT / SIGKILL, and `--broker-start CMD` (run by
-  `sh -c` on the node, detached) starts it again;
+  `sh -c` on the node, detached, in its working directory) starts it again;
+  both may name the node's `{address}` and `{node_name}`;
 - on a container without a pattern: the container's main process is the
   broker (a compose service): pause is `docker pause`, kill `docker kill`
   (which reaches a PID 1 that a signal from inside the container cannot)
@@ -26,7 +27,9 @@ from cluster.db import ExternalDB
 from cluster.node import Node
 from cluster.readiness import metadata_problem, partition_state
 
-START_DAEMON = "broker-start"
+# $0 is --broker-start's command line, run by sh with its output appended
+# to broker-start.log in the node's working directory.
+_START = 'exec sh -c "$0" >> broker-start.log 2>&1 < /dev/null'
 
 
 @runtime_checkable
@@ -43,6 +46,14 @@ class Container(Protocol):
     def start_container(self) -> None: ...
 
     def container_running(self) -> bool: ...
+
+
+def per_node(text: str, node: Node) -> str:
+    """--broker-process and --broker-start with `{address}` and `{node_name}`
+    filled in: hosts that share a process table (or run several brokers)
+    tell their broker apart by its address. Plain replacement, so a
+    pattern's own braces (`[0-9]{2}`) stay as they are."""
+    return text.replace("{address}", node.address).replace("{node_name}", node.name)
 
 
 class AttachedDB(ExternalDB):
@@ -85,8 +96,9 @@ class AttachedDB(ExternalDB):
             if not self.broker_start:
                 raise RuntimeError(f"{node.name}: the broker is not running and there is no "
                                    f"--broker-start CMD to start it")
-            node.stop_daemon(START_DAEMON, sig=signal.SIGKILL)    # a previous start's
-            node.start_daemon(START_DAEMON, ["sh", "-c", self.broker_start])
+            # Detached and not one of kchaos's daemons: the broker it starts
+            # is the user's and outlives the run (a teardown stops ours).
+            node.run(["setsid", "-f", "sh", "-c", _START, per_node(self.broker_start, node)])
         else:
             node.start_container()
 
@@ -103,7 +115,7 @@ class AttachedDB(ExternalDB):
             node.kill_container()
 
     def _pids(self, node: Node) -> list[int]:
-        done = node.run(["pgrep", "-f", self.broker_process], check=False)
+        done = node.run(["pgrep", "-f", per_node(self.broker_process, node)], check=False)
         # pgrep never lists itself, but the sh -c of --broker-start matches
         # the pattern too: its children are the broker, and it is signalled
         # with them, which is what a kill of the broker means.

@@ -35,7 +35,7 @@ from cluster.addressing import check_prefix, node_address, node_subnet, overlapp
 from cluster.docker_engine import (LABEL, NODE_LABEL, RUN_LABEL, DockerUnavailable, connect,
                                    docker_cli, remove_leftovers)
 from cluster.docker_image import NODE_PYTHON, ensure_image
-from cluster.node import CommandError, check_argv
+from cluster.node import CommandError, SetupError, check_argv
 from cluster.remote import RemoteDaemons
 
 __all__ = ["DEFAULT_SUBNET", "DockerBackend", "DockerNode", "DockerSetupError",
@@ -53,7 +53,7 @@ EXEC_GRACE = 15.0
 _PUT = 'mkdir -p "$(dirname "$2")" && cat > "$1" && mv -f "$1" "$2"'
 
 
-class DockerSetupError(RuntimeError):
+class DockerSetupError(SetupError, RuntimeError):
     """Creating the network or the containers failed."""
 
 

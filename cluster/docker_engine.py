@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from cluster.node import SetupError
 
 log = logging.getLogger("cluster")
 
@@ -25,7 +26,7 @@ PYTHON_LABEL = "io.kchaos.python"   # on the node image (docker/Dockerfile): nod
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 
 
-class DockerUnavailable(RuntimeError):
+class DockerUnavailable(SetupError, RuntimeError):
     """The Docker engine (or the SDK, or the CLI) is not there to use."""
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from cluster.docker_engine import BASE_LABEL, LABEL, SOURCE_LABEL, DockerUnavailable, connect
 from cluster.wheelhouse import (PROJECT, Target, WheelhouseError, build_wheel, download,
                                node_requirements, project_sources)
+from cluster.node import SetupError
 
 log = logging.getLogger("cluster")
 
@@ -50,7 +51,7 @@ DOCKER_DIR = PROJECT / "docker"
 BOOKWORM = Target((3, 11), platform.machine(), ("glibc", "2.36"))
 
 
-class ImageBuildError(RuntimeError):
+class ImageBuildError(SetupError, RuntimeError):
     """The node image (or its base, or its wheels) could not be built."""
 
 

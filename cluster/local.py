@@ -31,7 +31,7 @@ from pathlib import Path, PurePath
 
 from cluster.addressing import (DEFAULT_SUBNET, check_prefix, node_address, node_subnet,
                                 overlapping)
-from cluster.node import CommandError, check_argv
+from cluster.node import CommandError, SetupError, check_argv
 
 log = logging.getLogger("cluster")
 
@@ -47,7 +47,7 @@ def prefix_for(subnet: str) -> str:
     return "kchaos" if third == 0 else f"kchaos{third}"
 
 
-class NetworkSetupError(RuntimeError):
+class NetworkSetupError(SetupError, RuntimeError):
     """Creating or removing namespaces, veths or the bridge failed."""
 
 

@@ -56,6 +56,13 @@ class Node(Protocol):
         timeout); its exit status, or None if it was never started."""
 
 
+class SetupError(Exception):
+    """The nodes or the system under test could not be set up for a reason
+    the user can fix (an engine not running, a host key, a spec, a port in
+    use): the message says what and how, and the command line prints it as
+    one line of bad input rather than an internal error."""
+
+
 class CommandError(subprocess.CalledProcessError):
     """A command on a node exited non-zero; the message names the node, the
     argv, the status and the command's stderr."""
@@ -71,7 +78,7 @@ class CommandError(subprocess.CalledProcessError):
                 f"{self.returncode}" + (f": {detail}" if detail else ""))
 
 
-class PortInUse(OSError):
+class PortInUse(SetupError, OSError):
     """The port a daemon needs is taken, by whom if that can be found."""
 
 

@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from cluster.wheelhouse import Target, WheelhouseError, build_wheel, download, node_requirements
-from cluster.node import CommandError, Node
+from cluster.node import CommandError, Node, SetupError
 
 log = logging.getLogger("cluster")
 
@@ -53,7 +53,7 @@ _PROBE = ("import json, platform, sys; print(json.dumps({"
           "'machine': platform.machine(), 'libc': platform.libc_ver()}))")
 
 
-class InstallError(RuntimeError):
+class InstallError(SetupError, RuntimeError):
     """kchaos could not be installed on a host."""
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from cluster.node import SetupError
 
 # Where nodes work on their hosts (`<root>/n<i>`), unless told otherwise.
 DEFAULT_ROOT = "/var/lib/kchaos"
 
 
-class SshError(ConnectionError):
+class SshError(SetupError, ConnectionError):
     """A host cannot be reached, refuses us, or dropped the session."""
 
 

@@ -34,12 +34,13 @@ import string
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from cluster.node import SetupError
 
 PLACEHOLDERS = ("node_id", "node_name", "address", "port", "workdir", "data_dir", "peers",
                 "first_address", "python")
 
 
-class SpecError(ValueError):
+class SpecError(SetupError, ValueError):
     """A system spec that cannot be used: the message names the file, the
     key and how to fix it."""
 

@@ -18,6 +18,7 @@ import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from cluster.node import SetupError
 
 PROJECT = Path(__file__).resolve().parents[1]
 # A node runs the reference broker (kio) and the disk gate (mfusepy);
@@ -25,7 +26,7 @@ PROJECT = Path(__file__).resolve().parents[1]
 NODE_DEPENDENCIES = ("kio", "mfusepy")
 
 
-class WheelhouseError(RuntimeError):
+class WheelhouseError(SetupError, RuntimeError):
     """The wheels for a node could not be made."""
 
 

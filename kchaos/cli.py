@@ -176,6 +176,7 @@ def run_command(ctx, config_file, allow, max_examples, spark_master, spark_conf,
     3 bad input or an error before a history was written.
     """
     from checkers.result import ANOMALY_TYPES, UNKNOWN
+    from cluster.node import SetupError
     from history_analysis.spark import parse_conf
     from kchaos.progress import Progress
     from kchaos.run import run_and_check
@@ -199,8 +200,11 @@ def run_command(ctx, config_file, allow, max_examples, spark_master, spark_conf,
                                   scratch_dir=Path(config.store) / ".spark")
     except ValueError as e:
         raise BadInput(str(e)) from None
-    result = run_and_check(config, spark, allowed=frozenset(allow), max_examples=max_examples,
-                           progress=Progress.for_terminal())
+    try:
+        result = run_and_check(config, spark, allowed=frozenset(allow),
+                               max_examples=max_examples, progress=Progress.for_terminal())
+    except SetupError as e:
+        raise BadInput(str(e)) from None
     outcome = result.outcome
     click.echo(f"run directory: {outcome.run_dir}")
     for failure in outcome.node_failures:

@@ -88,10 +88,11 @@ class TestConfig:
                                  metavar="FILE")
     broker_process: str | None = setting(
         None, "pgrep -f pattern of the broker process on each node of an external cluster "
-        "(pause and kill faults).", metavar="PATTERN")
+        "(pause and kill faults); {address} and {node_name} are the node's.",
+        metavar="PATTERN")
     broker_start: str | None = setting(
         None, "Command (run by sh on the node) that starts an external cluster's broker "
-        "again after a kill.", metavar="CMD")
+        "again after a kill; {address} and {node_name} are the node's.", metavar="CMD")
     broker_config: list[str] = setting(
         default_factory=list, flag="--config", metavar="KEY=VALUE", multiple=True,
         help="A reference broker setting (repeatable), e.g. min.insync.replicas=2.")

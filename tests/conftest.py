@@ -14,18 +14,38 @@ def spark(tmp_path_factory):
     session.stop()
 
 
-# End-to-end tests on the default subnet (198.18.0.0/24, namespaces
-# `kchaos-n*`): under pytest-xdist (`make test`: -n 2 --dist loadgroup) they
-# all run on one worker, one after another, since a run's setup removes what
-# exists under its prefix. Tests with subnets of their own run anywhere.
-DEFAULT_SUBNET_MODULES = ("test_run.py", "test_nemesis_run.py", "test_heal.py",
-                          "test_validate.py", "test_verdict.py")
+# Tests that must not run at the same time as each other, by module, under
+# pytest-xdist (`make test`: -n 2 --dist loadgroup): the end-to-end runs on
+# the default subnet (198.18.0.0/24, namespaces `kchaos-n*`), since a run's
+# setup removes what exists under its prefix, and the ssh backend's tests,
+# which share one set of hosts. Each group is one unit of work for one
+# worker, scheduled first; every other test is a unit of its own.
+# (xdist's own loadgroup marks nodeids in a way pytest 9 no longer reads.)
+GROUPS = {**{f"tests/kchaos/{name}": "default-subnet" for name in (
+              "test_run.py", "test_nemesis_run.py", "test_heal.py", "test_validate.py",
+              "test_verdict.py", "test_cli.py")},
+          "tests/cluster/test_ssh.py": "ssh-hosts"}
+
+
+def group_of(nodeid: str) -> str | None:
+    return GROUPS.get(nodeid.split("::")[0])
 
 
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if item.path.parent.name == "kchaos" and item.path.name in DEFAULT_SUBNET_MODULES:
-            item.add_marker(pytest.mark.xdist_group("default-subnet"))
+    # The long groups first, so they start at once rather than last.
+    items.sort(key=lambda item: group_of(item.nodeid) is None)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Groups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid) or nodeid
+
+    return Groups(config, log)
 
 
 def pytest_addoption(parser):

@@ -34,8 +34,8 @@ from tests.cluster.test_local import (  # noqa: F401
     test_stop_daemon_ends_a_paused_daemon_and_its_children)
 from tests.ssh_support import SSH_MARKS, SshHosts, keygen
 
-# One worker under xdist: one set of hosts, one installation.
-pytestmark = [*SSH_MARKS, pytest.mark.xdist_group("ssh")]
+# One worker under xdist (tests/conftest.py's GROUPS): one set of hosts.
+pytestmark = SSH_MARKS
 
 
 @pytest.fixture(params=[SSH_KIND])

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -123,3 +126,18 @@ def test_nodes_on_the_command_line_are_a_count_or_hosts(tmp_path):
     assert result.exit_code == 3 and "hosts are for --backend ssh" in result.stderr
     result = run_here("--nodes", "2", "--store", store)
     assert result.exit_code == 3 and "replication_factor=3: more than the 2 nodes" in result.stderr
+
+
+def test_a_docker_engine_that_does_not_answer_is_one_line_of_bad_input(tmp_path):
+    """No cluster starts, so this needs no Docker: the engine is asked for
+    first, at a socket that does not exist."""
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
+    done = subprocess.run([sys.executable, "-m", "kchaos", "run", "--backend", "docker",
+                           "--subnet", "198.18.29.0/24", "--store", str(tmp_path / "store")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 3, done.stderr
+    # One line of error (the rest of stderr is the phases' progress), no traceback.
+    errors = [line for line in done.stderr.splitlines() if line.startswith("kchaos: error:")]
+    assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert errors[0].startswith("kchaos: error: cannot reach the Docker daemon")
+    assert "DOCKER_HOST" in errors[0]

@@ -1,18 +1,26 @@
 """`kchaos run` on ssh hosts — three of the project's own network
 namespaces running a real sshd — with the reference broker installed onto
 them from this project's wheel, partitions and kills: valid. A host whose
-key is not the one known_hosts holds is refused before anything starts."""
+key is not the one known_hosts holds is refused before anything starts. A
+cluster already running on the hosts takes kills, pauses and partitions
+through --nodes, --broker-process and --broker-start."""
 
 from __future__ import annotations
 
+import json
+import shlex
+
 import pytest
 
+from cluster.attached_db import per_node
 from kchaos.config import TestConfig
 from kchaos.progress import Progress
-from kchaos.run import run_and_check
+from kchaos.run import nemesis_plan, run_and_check
+from nemesis.schedule import make_fault
 from tests.ssh_support import SSH_MARKS, SshHosts, keygen
 
 pytestmark = [*SSH_MARKS, pytest.mark.spark, pytest.mark.slow]
+PATTERN = "reference_broker --node-id [1-9] --listen {address}:"
 
 
 @pytest.fixture(scope="module")
@@ -53,3 +61,46 @@ def test_a_wrong_host_key_is_refused_with_how_to_fix_it(hosts, tmp_path, spark):
     with pytest.raises(Exception, match=r"(?s)host key.*changed|changed.*host key|ssh-keygen"):
         run_and_check(config, spark, progress=Progress.quiet())
     assert not list((tmp_path / "store").glob("*/*/history.jsonl"))
+
+
+def test_a_running_cluster_on_ssh_hosts_takes_kills_pauses_and_partitions(hosts, tmp_path,
+                                                                           spark):
+    """Their cluster: reference brokers the test starts on the hosts itself,
+    each with a start script of its own, as a user's service would have.
+    kchaos attaches with --nodes, --broker-process and --broker-start."""
+    from cluster.db import ReferenceDB
+    theirs = hosts.backend(tmp_path / "theirs", 3)
+    theirs.setup()
+    db = ReferenceDB(config=["broker.session.timeout.ms=3000",
+                             "broker.heartbeat.interval.ms=300"])
+    try:
+        db.start_all(theirs.nodes, timeout=60)
+        for node in theirs.nodes:
+            script = "exec " + shlex.join(db._broker_argv(node)) + "\n"
+            node.put("start-broker.sh", script.encode())
+        # The hosts are namespaces of one machine, which share its process
+        # table: the pattern names each node's own broker by its address.
+        config = ssh_config(hosts, tmp_path, db="external", bootstrap=db.bootstrap_servers(),
+                            broker_process=PATTERN,
+                            broker_start=f"sh {tmp_path / 'theirs'}/{{node_name}}/start-broker.sh", seed=33, time_limit=30,
+                            nemesis=["partition", "kill", "pause"], nemesis_interval=4,
+                            recovery_time=5, final_time_limit=90)
+        result = run_and_check(config, spark, progress=Progress.quiet())
+        assert result.valid is True, (result.counts, result.suite.result.unknown,
+                                      result.run_dir)
+        planned = {make_fault(s.fault).start_f for s in nemesis_plan(config)
+                   if s.action == "start"}
+        done = {json.loads(line)["f"] for line in
+                (result.run_dir / "history.jsonl").read_text().splitlines()
+                if '"process": -1' in line and '"type": "info"' in line}
+        assert planned and planned <= done, (planned, done)
+        # Their brokers run on after the run: kchaos stops nothing of theirs.
+        assert all(theirs_running(node) for node in theirs.nodes)
+    finally:
+        for node in theirs.nodes:
+            node.run(["pkill", "-KILL", "-f", per_node(PATTERN, node)], check=False)
+        theirs.teardown()
+
+
+def theirs_running(node) -> bool:
+    return node.run(["pgrep", "-f", per_node(PATTERN, node)], check=False).returncode == 0
