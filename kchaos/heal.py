@@ -49,8 +49,8 @@ def heal_run_dir(run_dir: Path) -> tuple[list[str], list[str]]:
         if alive:
             done.append(f"firewall chains removed in {', '.join(n.netns for n in alive)}")
         if len(alive) < len(nodes):
-            done.append(f"no namespace left for {', '.join(n.name for n in nodes if n not in alive)}"
-                        f" (no rules to remove)")
+            gone = ", ".join(n.name for n in nodes if n not in alive)
+            done.append(f"no namespace left for {gone} (no rules to remove)")
         # Gates are mounted in the host's mount namespace (nemesis.disk.fault),
         # which outlives a node's network namespace: reach them from here.
         nodes = [n if n in alive else LocalNode(n.name, n.address, n.workdir) for n in nodes]

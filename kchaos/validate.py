@@ -48,9 +48,9 @@ class Row:
 def recipe_config(recipe: Recipe, *, on: bool, seed: int, store: Path,
                   subnet: str = DEFAULT_SUBNET) -> TestConfig:
     return TestConfig.build(**recipe.config, bugs=[recipe.switch] if on else [], seed=seed,
-                      store=store, subnet=subnet,
-                      name=f"validate-{recipe.switch}-{'on' if on else 'off'}",
-                      nemesis_script=recipe.switch if recipe.script else None)
+                            store=store, subnet=subnet,
+                            name=f"validate-{recipe.switch}-{'on' if on else 'off'}",
+                            nemesis_script=recipe.switch if recipe.script else None)
 
 
 def validate_recipe(recipe: Recipe, spark, store: Path, *, first_seed: int = 1,
@@ -117,9 +117,10 @@ def soak_config(*, minutes: float, seed: int, store: Path,
     """Every fault together on the correct broker, acks=all with two
     in-sync replicas required (as Jepsen's Kafka tests run it)."""
     return TestConfig.build(name="soak", seed=seed, store=store, subnet=subnet,
-                      time_limit=60 * minutes, nemesis=list(SOAK_NEMESES), nemesis_interval=10,
-                      broker_config=["min.insync.replicas=2"], crash_clients_every=30,
-                      final_time_limit=120)
+                            time_limit=60 * minutes, nemesis=list(SOAK_NEMESES),
+                            nemesis_interval=10,
+                            broker_config=["min.insync.replicas=2"], crash_clients_every=30,
+                            final_time_limit=120)
 
 
 def selected(switches: list[str], fast: bool) -> list[Recipe]:

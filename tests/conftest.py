@@ -17,13 +17,17 @@ def spark(tmp_path_factory):
 # Tests that must not run at the same time as each other, by module, under
 # pytest-xdist (`make test`: -n 2 --dist loadgroup): the end-to-end runs on
 # the default subnet (198.18.0.0/24, namespaces `kchaos-n*`), since a run's
-# setup removes what exists under its prefix, and the ssh backend's tests,
-# which share one set of hosts. Each group is one unit of work for one
+# setup removes what exists under its prefix; the clusters on loopback
+# nodes (127.0.0.11, ... with the brokers' fixed ports); and the ssh
+# backend's tests, which share one set of hosts. Each group is one unit of work for one
 # worker, scheduled first; every other test is a unit of its own.
 # (xdist's own loadgroup marks nodeids in a way pytest 9 no longer reads.)
 GROUPS = {**{f"tests/kchaos/{name}": "default-subnet" for name in (
               "test_run.py", "test_nemesis_run.py", "test_heal.py", "test_validate.py",
               "test_verdict.py", "test_cli.py")},
+          **{path: "loopback-nodes" for path in (
+              "tests/nemesis/test_process.py", "tests/cluster/test_db.py",
+              "tests/cluster/test_system_spec.py")},
           "tests/cluster/test_ssh.py": "ssh-hosts"}
 
 

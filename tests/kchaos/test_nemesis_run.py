@@ -27,9 +27,9 @@ FAST_BROKERS = ["broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=
 @pytest.mark.slow
 def test_every_fault_on_a_schedule_is_applied_healed_and_valid(tmp_path, spark):
     config = TestConfig.build(seed=5, time_limit=45, store=tmp_path, broker_config=FAST_BROKERS,
-                        nemesis=["partition", "pause", "kill", "restart-all", "disk",
-                                 "packet-loss"], nemesis_interval=4, recovery_time=3,
-                        final_time_limit=90)
+                              nemesis=["partition", "pause", "kill", "restart-all", "disk",
+                              "packet-loss"], nemesis_interval=4, recovery_time=3,
+                              final_time_limit=90)
     result = run_and_check(config, spark, progress=Progress.quiet())
     run_dir = result.run_dir
     test_json = json.loads((run_dir / "test.json").read_text())

@@ -58,9 +58,9 @@ def test_a_clean_30_second_run_is_valid(kchaos):
 
 
 def test_several_records_per_send_go_to_one_partition_in_batches_of_one(tmp_path, spark):
-    config = TestConfig.build(seed=3, time_limit=6, store=tmp_path, records_per_send=4, partitions=3,
-                        client_settings=ClientSettings(batch_size=1), broker_config=FAST_BROKERS,
-                        recovery_time=0, final_time_limit=30)
+    config = TestConfig.build(seed=3, time_limit=6, store=tmp_path, records_per_send=4,
+                              partitions=3, client_settings=ClientSettings(batch_size=1),
+                              broker_config=FAST_BROKERS, recovery_time=0, final_time_limit=30)
     result = run_and_check(config, spark, progress=Progress.quiet())
     assert result.valid is True, (result.counts, result.run_dir)
     sends = [e["value"]["sends"] for e in events(result.run_dir)
@@ -96,9 +96,10 @@ def test_the_same_seed_invokes_the_same_operations(tmp_path):
     runs = []
     for n in range(2):
         config = TestConfig.build(seed=42, time_limit=8, store=tmp_path / f"s{n}", rate=150,
-                            crash_clients_every=3, broker_config=FAST_BROKERS,
-                            recovery_time=0, final_time_limit=30)
-        runs.append(decisions(run_test(config, Progress.quiet()).run_dir, config.workload.concurrency))
+                                  crash_clients_every=3, broker_config=FAST_BROKERS,
+                                  recovery_time=0, final_time_limit=30)
+        runs.append(decisions(run_test(config, Progress.quiet()).run_dir,
+                              config.workload.concurrency))
     first, second = runs
     assert sorted(first) == sorted(second) == list(range(6))
     for slot in first:
@@ -106,15 +107,15 @@ def test_the_same_seed_invokes_the_same_operations(tmp_path):
         assert common >= 20, f"slot {slot} made only {common} choices"
         assert first[slot][:common] == second[slot][:common], f"slot {slot} diverged"
     other = TestConfig.build(seed=43, time_limit=4, store=tmp_path / "s2", rate=150,
-                       broker_config=FAST_BROKERS, recovery_time=0, final_time_limit=30)
-    third = decisions(run_test(other, Progress.quiet()).run_dir, other.concurrency)
+                             broker_config=FAST_BROKERS, recovery_time=0, final_time_limit=30)
+    third = decisions(run_test(other, Progress.quiet()).run_dir, other.workload.concurrency)
     assert third[0][:20] != first[0][:20], "another seed, other choices"
 
 
 def test_external_cluster(tmp_path, spark):
     with LocalCluster(tmp_path / "theirs", 3, config=FAST_BROKERS) as theirs:
         config = TestConfig.build(db="external", bootstrap=theirs.bootstrap, time_limit=10,
-                            store=tmp_path / "store", recovery_time=1)
+                                  store=tmp_path / "store", recovery_time=1)
         result = run_and_check(config, spark, progress=Progress.quiet())
         topics = AdminClient({"bootstrap.servers": theirs.bootstrap}).list_topics(
             timeout=10).topics
@@ -144,7 +145,8 @@ def when_brokers_run(store, nodes: list[str], timeout: float = 60) -> dict[str, 
 @pytest.mark.slow
 def test_a_broker_killed_by_hand_is_reported_and_the_run_completes(tmp_path, spark):
     store = tmp_path / "store"
-    config = TestConfig.build(time_limit=15, store=store, broker_config=FAST_BROKERS, recovery_time=2)
+    config = TestConfig.build(time_limit=15, store=store, broker_config=FAST_BROKERS,
+                              recovery_time=2)
 
     def kill_n2():
         pid = when_brokers_run(store, ["n2"])["n2"]
