@@ -29,6 +29,7 @@ from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 
+from reference_broker.protocol.nullability import refuse_null_arrays
 from reference_broker.protocol.tagged_fields import read_skipping_unknown_tags
 
 _SIZE = struct.Struct(">i")
@@ -88,6 +89,7 @@ def decode_request(frame: bytes) -> tuple[Any, Any] | UnsupportedRequest:
             # frame again as Kafka does, skipping it.
             header, used = read_skipping_unknown_tags(schema.__header_schema__, frame, 0)
             request, _ = read_skipping_unknown_tags(schema, frame, used)
+        refuse_null_arrays(request)
     except (SerialError, ValueError, IndexError, OverflowError, KeyError) as e:
         raise FrameError(f"api key {api_key} v{api_version} correlation id {correlation_id}: "
                          f"cannot decode: {type(e).__name__}: {e}") from e

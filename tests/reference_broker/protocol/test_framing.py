@@ -333,3 +333,21 @@ def test_answer_that_cannot_be_encoded_closes_only_its_connection(tmp_path, monk
             monkeypatch.undo()
             await node.assert_serves()
     run(scenario(), expected_error="String is too long")
+
+
+@pytest.mark.parametrize("api_key, version", [(32, 3), (19, 4)],
+                         ids=["describe_configs", "create_topics"])
+def test_a_null_array_where_kafka_allows_none_closes(tmp_path, api_key, version):
+    """Found by the fuzz test: DescribeConfigs with its resources array
+    written as null (-1) reached the handler as None. Kafka's readers refuse
+    a non-nullable field serialized as null; so does the broker now."""
+    async def scenario():
+        async with open_node(tmp_path) as node:
+            client = node.connect()
+            # No client id (-1), then the request's first array as null (-1).
+            client.feed(size_prefixed(header_prefix(api_key, version, 5)
+                                      + struct.pack(">hi", -1, -1) + b"\0" * 8))
+            await client.closed()
+            assert client.unread() == b""
+            await node.assert_serves()
+    run(scenario())
