@@ -46,9 +46,9 @@ def test_every_fault_on_docker_nodes_is_valid(tmp_path, spark):
                               recovery_time=3, final_time_limit=90, store=tmp_path)
     result = run_and_check(config, spark, progress=Progress.quiet())
     assert result.valid is True, (result.counts, result.suite.result.unknown, result.run_dir)
-    done = applied(result.run_dir)
-    assert {"start-partition", "pause", "kill"} <= done, sorted(done)
-    assert done & {"stall-disk", "disk-errors", "lose-unsynced"}, sorted(done)
+    # Seed 21's plan has partitions, pauses, kills and disk stalls (and errors).
+    check_faults(result.run_dir, config)
+    assert {"start-partition", "pause", "kill", "stall-disk"} <= applied(result.run_dir)
     assert (result.run_dir / "nodes" / "n1" / "container.log").exists()
     assert result.outcome.heal_problems == []
 
