@@ -9,6 +9,7 @@ from __future__ import annotations
 import signal
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import click
@@ -49,6 +50,10 @@ def _spark(master: str | None, conf_pairs: tuple[str, ...], scratch_dir: Path):
 
 
 RUN_DIR = click.Path(file_okay=False, path_type=Path)
+junit_option = click.option(
+    "--junit", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
+    help="Also write JUnit XML: a test case per run, its anomalies and the verdict's reasons "
+         "in the failure text (unknown is an error).")
 # Every setting of a run, derived from the fields of TestConfig and its parts.
 run_options = click_options(TestConfig)
 
@@ -114,9 +119,11 @@ def ingest_command(run_dirs: tuple[Path, ...]) -> None:
                    "allowed.")
 @click.option("--max-examples", type=click.IntRange(min=0), default=32, show_default=True,
               help="Cases kept per anomaly type in results.json.")
+@junit_option
 @spark_options
 def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_examples: int,
-                  spark_master: str | None, spark_conf: tuple[str, ...]) -> None:
+                  junit: Path | None, spark_master: str | None,
+                  spark_conf: tuple[str, ...]) -> None:
     """Check the histories of RUN_DIR... for anomalies (ANOMALIES.md).
 
     Ingests a run directory whose tables are missing or older than its
@@ -136,19 +143,25 @@ def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_exampl
                        + ", ".join(ANOMALY_TYPES))
     options = CheckOptions(max_examples=max_examples,
                            allowed=ALLOWED_BY_DEFAULT | frozenset(allow))
+    from kchaos.junit import Case, case_of, write_junit
     spark = _spark(spark_master, spark_conf, _scratch_dir(run_dirs))
-    verdicts, counts = [], {}
+    verdicts, counts, cases = [], {}, []
     for run_dir in run_dirs:
+        started = time.monotonic()
         try:
             suite = check_run(spark, run_dir, options)
         except (HistoryError, IngestError, TableError) as e:
             click.echo(f"kchaos: error: {e}", err=True)
             verdicts.append(None)
+            cases.append(Case(run_dir, time.monotonic() - started, None, error=str(e)))
             continue
         verdicts.append(suite.valid)
         counts[run_dir] = suite.result.counts
         click.echo(f"{run_dir}: {_verdict_line(suite)}")
+        cases.append(case_of(run_dir, time.monotonic() - started, suite, _verdict_line(suite)))
     _print_counts(counts)
+    if junit is not None:
+        write_junit(junit, cases)
     if None in verdicts:
         sys.exit(EXIT_BAD_INPUT)
     if False in verdicts:
@@ -166,9 +179,10 @@ def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_exampl
               help="An anomaly type expected in this run (repeatable), as kchaos check.")
 @click.option("--max-examples", type=click.IntRange(min=0), default=32, show_default=True,
               help="Cases kept per anomaly type in results.json.")
+@junit_option
 @spark_options
 @click.pass_context
-def run_command(ctx, config_file, allow, max_examples, spark_master, spark_conf,
+def run_command(ctx, config_file, allow, max_examples, junit, spark_master, spark_conf,
                 **options) -> None:
     """Run a test: start the cluster, drive the queue workload, read
     everything back, check the history, print the verdict and the run
@@ -200,6 +214,7 @@ def run_command(ctx, config_file, allow, max_examples, spark_master, spark_conf,
                                   scratch_dir=Path(config.store) / ".spark")
     except ValueError as e:
         raise BadInput(str(e)) from None
+    started = time.monotonic()
     try:
         result = run_and_check(config, spark, allowed=frozenset(allow),
                                max_examples=max_examples, progress=Progress.for_terminal())
@@ -220,6 +235,10 @@ def run_command(ctx, config_file, allow, max_examples, spark_master, spark_conf,
     if result.seconds_to_verdict is not None:
         click.echo(f"verdict {result.seconds_to_verdict:.1f} s after the final reads")
     _print_counts({outcome.run_dir: result.suite.result.counts})
+    if junit is not None:
+        from kchaos.junit import case_of, write_junit
+        write_junit(junit, [case_of(outcome.run_dir, time.monotonic() - started, result.suite,
+                                    _verdict_line(result.suite))])
     if result.valid is False:
         sys.exit(EXIT_INVALID)
     if result.valid == UNKNOWN:

@@ -189,3 +189,50 @@ def test_run_refuses_bad_options_before_starting_anything(tmp_path, args, messag
     assert result.returncode == 3, result.stderr
     assert message in result.stderr
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.spark
+def test_check_writes_junit_a_case_per_run(spark, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    from tests.checkers.conftest import Ops
+
+    valid = copy_example(tmp_path)
+    invalid = write_run(tmp_path / "lost", Ops().send(0, "t", 0, 10, offsets=[0])
+                        .send(0, "t", 0, 11, offsets=[1]).poll(1, ("t", 0, 1, 11)))
+    undecided = write_run(tmp_path / "unseen", Ops().send(0, "t", 0, 10, offsets=[0]))
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "history.jsonl").write_text('{"index": 0, "type": "<script>"}\n')
+    junit = tmp_path / "out" / "kchaos.xml"
+    result = kchaos_here("check", str(valid), str(invalid), str(undecided), str(broken),
+                         "--junit", str(junit))
+    assert result.returncode == 3, result.stderr
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("4", "1", "2")
+    cases = {Path(c.get("name")).name: c for c in suite.findall("testcase")}
+    assert list(cases["run"]) == []                      # valid: no child, a pass
+    failure = cases["lost"].find("failure")
+    assert failure.get("type") == "invalid" and failure.get("message").startswith(
+        "INVALID; lost-write 1")
+    assert "lost-write: 1" in failure.text and "first lost-write:" in failure.text
+    assert cases["unseen"].find("error").get("type") == "unknown"
+    error = cases["broken"].find("error")
+    assert error.get("type") == "bad-input" and "field 'time'" in error.get("message")
+    assert float(suite.get("time")) > 0
+    assert all(c.get("classname").startswith("kchaos.") for c in cases.values())
+
+
+def test_junit_escapes_what_comes_from_the_history(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    from kchaos.junit import Case, write_junit
+
+    hostile = '<script>alert("x")</script> & ]]> \u00e9'
+    path = tmp_path / "kchaos.xml"
+    write_junit(path, [Case(tmp_path / "run", 1.5, False, f"INVALID; {hostile}",
+                            {"lost-write": 1}, {"lost-write": [{"error": hostile}]})])
+    assert "<script>" not in path.read_text()
+    failure = ET.parse(path).getroot().find("testsuite/testcase/failure")
+    assert failure.get("message") == f"INVALID; {hostile}"
+    assert json.dumps(hostile)[1:-1] in failure.text

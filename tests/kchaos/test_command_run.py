@@ -1,24 +1,31 @@
 """`--db command`: the reference broker run from its system spec
 (examples/systems/reference.toml) like any other system, with every fault
-on a seeded schedule: applied, healed, valid."""
+on a seeded schedule: applied, healed, valid — run as a user runs it,
+`kchaos run --config-file test.toml ... --junit FILE`."""
 
 from __future__ import annotations
 
 import json
 import os
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
+from click.testing import CliRunner
+
+from kchaos.cli import cli
 from kchaos.config import TestConfig
-from kchaos.progress import Progress
-from kchaos.run import run_and_check
 
 pytestmark = [pytest.mark.root, pytest.mark.spark,
               pytest.mark.skipif(os.geteuid() != 0, reason="faults need root")]
 
 SPEC = Path(__file__).resolve().parents[2] / "examples" / "systems" / "reference.toml"
 FAULTS = ["partition", "pause", "kill", "disk"]
+
+
+def results(run_dir: Path) -> dict:
+    return json.loads((run_dir / "results.json").read_text())
 
 
 def applied(run_dir: Path) -> set[str]:
@@ -29,14 +36,27 @@ def applied(run_dir: Path) -> set[str]:
 
 @pytest.mark.slow
 def test_a_described_system_takes_every_fault_and_is_valid(tmp_path, spark):
-    config = TestConfig.build(db="command", system=str(SPEC), seed=11, time_limit=30,
-                              nemesis=FAULTS, nemesis_interval=3, recovery_time=3,
-                              final_time_limit=90, store=tmp_path, subnet="198.18.11.0/24")
-    result = run_and_check(config, spark, progress=Progress.quiet())
-    assert result.valid is True, (result.counts, result.suite.result.unknown, result.run_dir)
-    done = applied(result.run_dir)
+    """Through the command line, in this process (its Spark session is the
+    test session's), with the test's settings in a file and JUnit out."""
+    test_toml = tmp_path / "test.toml"
+    test_toml.write_text(f'db = "command"\nsystem = "{SPEC}"\nnemesis = {json.dumps(FAULTS)}\n'
+                         f'nemesis_interval = 3\nrecovery_time = 3\nfinal_time_limit = 90\n'
+                         f'subnet = "198.18.11.0/24"\n')
+    junit = tmp_path / "kchaos.xml"
+    done = CliRunner().invoke(cli, ["run", "--config-file", str(test_toml), "--seed", "11",
+                                    "--time-limit", "30", "--store", str(tmp_path / "store"),
+                                    "--junit", str(junit)], catch_exceptions=False)
+    assert done.exit_code == 0, done.stdout + done.stderr
+    run_dir = Path(done.stdout.split("run directory: ")[1].split()[0])
+    assert f"{run_dir}: valid" in done.stdout
+    case = ET.parse(junit).getroot().find("testsuite/testcase")
+    assert case.get("name") == str(run_dir) and list(case) == []
+    config = TestConfig.from_json(json.loads((run_dir / "test.json").read_text())["config"])
+    assert (config.db, config.seed, config.time_limit) == ("command", 11, 30.0)
+    assert results(run_dir)["valid"] is True
+    done = applied(run_dir)
     disk = {"stall-disk", "disk-errors", "lose-unsynced"}
     assert {"start-partition", "pause", "kill"} <= done and done & disk, sorted(done)
-    assert result.outcome.heal_problems == []
-    logs = sorted(p.name for p in (result.run_dir / "nodes" / "n1").iterdir())
+    assert json.loads((run_dir / "test.json").read_text())["outcome"]["heal_problems"] == []
+    logs = sorted(p.name for p in (run_dir / "nodes" / "n1").iterdir())
     assert {"broker.log", "controller.log", "data-listing.txt"} <= set(logs)
