@@ -107,14 +107,20 @@ def write_run(run: Path, ops) -> Path:
     return run
 
 
-@pytest.mark.spark
-def test_check_exit_codes_and_summary(spark, tmp_path):
+def three_runs(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A valid run (the example), one with a lost write, one undecided."""
     from tests.checkers.conftest import Ops
 
     valid = copy_example(tmp_path)
     invalid = write_run(tmp_path / "lost", Ops().send(0, "t", 0, 10, offsets=[0])
                         .send(0, "t", 0, 11, offsets=[1]).poll(1, ("t", 0, 1, 11)))
     undecided = write_run(tmp_path / "unseen", Ops().send(0, "t", 0, 10, offsets=[0]))
+    return valid, invalid, undecided
+
+
+@pytest.mark.spark
+def test_check_exit_codes_and_summary(spark, tmp_path):
+    valid, invalid, undecided = three_runs(tmp_path)
 
     result = kchaos("check", str(valid), "--spark-master", "local[2]")
     assert result.returncode == 0, result.stderr
@@ -195,12 +201,7 @@ def test_run_refuses_bad_options_before_starting_anything(tmp_path, args, messag
 def test_check_writes_junit_a_case_per_run(spark, tmp_path):
     import xml.etree.ElementTree as ET
 
-    from tests.checkers.conftest import Ops
-
-    valid = copy_example(tmp_path)
-    invalid = write_run(tmp_path / "lost", Ops().send(0, "t", 0, 10, offsets=[0])
-                        .send(0, "t", 0, 11, offsets=[1]).poll(1, ("t", 0, 1, 11)))
-    undecided = write_run(tmp_path / "unseen", Ops().send(0, "t", 0, 10, offsets=[0]))
+    valid, invalid, undecided = three_runs(tmp_path)
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "history.jsonl").write_text('{"index": 0, "type": "<script>"}\n')
