@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cluster.addressing import DEFAULT_SUBNET
 from history_analysis.history.reader import HistoryReader
 from history_analysis.ingest import HISTORY_FILE
 from kchaos.config import TestConfig
@@ -24,7 +25,6 @@ from kchaos.progress import Progress
 from kchaos.recipes import RECIPES, Recipe
 from kchaos.run import RunResult, run_and_check
 
-DEFAULT_SUBNET = TestConfig.subnet
 SOAK_NEMESES = ["partition", "pause", "kill", "restart-all", "disk", "packet-loss"]
 
 

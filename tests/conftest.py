@@ -23,8 +23,9 @@ def spark(tmp_path_factory):
 # worker, scheduled first; every other test is a unit of its own.
 # (xdist's own loadgroup marks nodeids in a way pytest 9 no longer reads.)
 GROUPS = {**{f"tests/kchaos/{name}": "default-subnet" for name in (
-              "test_run.py", "test_nemesis_run.py", "test_heal.py", "test_validate.py",
-              "test_verdict.py", "test_cli.py")},
+              "test_run.py", "test_nemesis_run.py", "test_heal.py")},
+          # The recipes run on a subnet of their own (test_validate.py's).
+          "tests/kchaos/test_validate.py": "recipes",
           **{path: "loopback-nodes" for path in (
               "tests/nemesis/test_process.py", "tests/cluster/test_db.py",
               "tests/cluster/test_system_spec.py")},
