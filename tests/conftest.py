@@ -41,6 +41,7 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: group_of(item.nodeid) is None)
 
 
+@pytest.hookimpl(optionalhook=True)   # only when pytest-xdist is installed
 def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") != "loadgroup":
         return None

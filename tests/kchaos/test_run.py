@@ -142,6 +142,19 @@ def when_brokers_run(store, nodes: list[str], timeout: float = 60) -> dict[str, 
     raise AssertionError(f"brokers {nodes} not running under {store}")
 
 
+def when_main_phase_runs(store, ops: int = 50, timeout: float = 60) -> None:
+    """Wait for the workload's first operations: a broker killed during setup
+    would be restarted by setup's heal-all, silently (a busy machine's setup
+    can outlast any fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for history in store.glob("*/*/history.jsonl"):   # store/WORKLOAD/RUN
+            if history.read_text().count("\n") >= ops:
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"no run under {store} reached {ops} operations")
+
+
 @pytest.mark.slow
 def test_a_broker_killed_by_hand_is_reported_and_the_run_completes(tmp_path, spark):
     store = tmp_path / "store"
@@ -150,7 +163,7 @@ def test_a_broker_killed_by_hand_is_reported_and_the_run_completes(tmp_path, spa
 
     def kill_n2():
         pid = when_brokers_run(store, ["n2"])["n2"]
-        time.sleep(6)       # well into the main phase
+        when_main_phase_runs(store)
         subprocess.run(["kill", "-9", str(pid)], check=True)
 
     killer = threading.Thread(target=kill_n2)
