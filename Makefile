@@ -3,7 +3,7 @@
 #   make test     the whole test suite
 #   make test-fast the suite without the tests marked slow (for edit loops)
 #   make example  check the shipped sample run directory
-#   make bench    the benchmarks that print the README's performance figures
+#   make bench    the benchmarks that print docs/performance.md's figures
 #   make validate the validation matrix: every bug switch found, no false alarm,
 #                 and a 10-minute soak of every fault on the correct broker
 #   make docker-deps Docker for the docker backend (root): engine, dockerd, offline base
@@ -65,6 +65,10 @@ system-deps:
 		echo "installing openssh-server, openssh-client, rsync and sudo (the ssh backend and its tests)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 			openssh-server openssh-client rsync sudo; \
+	fi
+	@if ! command -v chromium >/dev/null 2>&1; then \
+		echo "installing chromium (the report's page tests run it headless)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
 	fi
 	@if ! $(PYTHON) -c 'import ensurepip, venv' >/dev/null 2>&1; then \
 		echo "installing python3-venv"; \

@@ -8,7 +8,7 @@ Spark generates a correct base run of about N history events (lines of
 history.jsonl; each adds about one row to `sends` + `reads` together with
 the other tables: benchmarks/synthetic_history.py) as the Parquet tables of
 OUT/history, or with --jsonl as OUT/history.jsonl, which ingest then turns
-into the tables (timed). K cases of every anomaly type of ANOMALIES.md are
+into the tables (timed). K cases of every anomaly type of docs/anomalies.md are
 injected (INJECTIONS below: their operations come right after the base
 run's setup, and the final-phase ones at the very end), each on its own
 partition (jt0 partitions 64 and up: case c of type t is partition 64 + tK +

@@ -1,6 +1,6 @@
 """The anchor the checker is measured against: DuckDB's answer to the three
 core checks (duplicate, inconsistent offsets, lost write) on the same
-Parquet tables, in SQL, following the definitions of ANOMALIES.md as
+Parquet tables, in SQL, following the definitions of docs/anomalies.md as
 kchaos's checkers read them.
 
 DuckDB is a benchmark extra (`pip install .[bench]`), not a dependency of

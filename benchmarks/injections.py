@@ -1,5 +1,5 @@
 """The anomalies checker_scale.py injects: K cases of every type of
-ANOMALIES.md, one small scenario per case, each on its own partition (jt0
+docs/anomalies.md, one small scenario per case, each on its own partition (jt0
 partitions 64 and up: case c of type t is partition 64 + tK + c), with its
 own processes (1000 + 8·case + role) and its own group (kchaos-x<case>), so
 no case can produce another type. Their operations come right after the base

@@ -1,9 +1,10 @@
 """Records that are not what was sent, or not where one record should be.
 
-Owns four anomaly types of ANOMALIES.md: `duplicate` (one value at more than
-one place), `inconsistent-offsets` (one place holding more than one value),
-`garbage-read` (a read of a value nobody sent, or of a record that does not
-decode) and `aborted-read` (a read of a value whose only sends failed).
+Owns four anomaly types of docs/anomalies.md: `duplicate` (one value at
+more than one place), `inconsistent-offsets` (one place holding more than
+one value), `garbage-read` (a read of a value nobody sent, or of a record
+that does not decode) and `aborted-read` (a read of a value whose only
+sends failed).
 
 The one idea: the version order (distinct topic, partition, offset, value)
 must be a bijection between values and places. Grouping a partition's by

@@ -1,7 +1,7 @@
 """Consumer groups: what the broker remembers of a group's commits, and what
 the group's members read because of it.
 
-Owns four anomaly types of ANOMALIES.md: `stale-committed-offset`,
+Owns four anomaly types of docs/anomalies.md: `stale-committed-offset`,
 `group-lost`, `resume-skip` and `resume-rewind` (allowed by default).
 
 The one idea: history index order is real-time order (the writer appends in
@@ -11,7 +11,7 @@ started" is a running aggregate over one timeline per (group, partition)
 that interleaves commit completions with the invocations of the ops that
 ask. State is sized by commits and records, never by offsets.
 
-Choices where ANOMALIES.md is silent:
+Choices where the definitions (docs/anomalies.md) are silent:
 - Commits overwrite (a later, legitimate commit may be lower), so a
   `committed` op is held to W, the LATEST `ok` commit completed before it
   was invoked (c = W's offset), zombie commits (below) aside. It may still
@@ -39,7 +39,7 @@ Choices where ANOMALIES.md is silent:
   process comes first (then that assignment was never read from). Inside
   one poll: revocations, then assignments, then the records returned.
 - c is the highest `ok` commit offset completed before the assignment op
-  was invoked (ANOMALIES.md: the highest, not the latest: so a skip is
+  was invoked (docs/anomalies.md: the highest, not the latest: so a skip is
   reported only past every acknowledged commit).
 - A commit "in flight" at an assignment: any commit that is not `fail` and
   overlaps the span from the assignment op's invocation to the first read's

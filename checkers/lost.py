@@ -1,4 +1,4 @@
-"""Sends that nobody consumed: `lost-write` and `unseen` (ANOMALIES.md).
+"""Sends that nobody consumed: `lost-write` and `unseen` (docs/anomalies.md).
 
 One idea: a send that must have happened but that no `ok` poll read is lost
 for sure once an `ok` poll read past its position (`lost-write`: the consumer
@@ -22,8 +22,8 @@ of known position p: p cannot lie in (r, e) (acknowledged offsets are in the
 version order), and p <= r or p >= e means the log no longer holds the value
 there. An unseen send whose position is unknown (an `ok` send without an
 offset that nobody read) could hide in such a gap, so it needs the strict
-branch. An `info` send nobody read could also hide there; ANOMALIES.md makes
-it "never evidence of anything", so it does not block the rule.
+branch. An `info` send nobody read could also hide there; docs/anomalies.md
+makes it "never evidence of anything", so it does not block the rule.
 """
 
 from __future__ import annotations

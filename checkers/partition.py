@@ -217,8 +217,8 @@ class Observations:
 class Sent:
     """Per row of Partition.sends: whether anyone read its value here, an
     ok poll did (and when first), whether it must have happened (ok, or
-    read: ANOMALIES.md) and its position: the acknowledged offset, else the
-    lowest offset it was read at, else NONE."""
+    read: docs/anomalies.md) and its position: the acknowledged offset,
+    else the lowest offset it was read at, else NONE."""
     read: np.ndarray
     read_ok: np.ndarray
     ok_read_time: np.ndarray

@@ -1,7 +1,7 @@
 """Poll order: does each consumer read a partition forwards, without gaps?
 
 Owns `nonmonotonic-poll`, `poll-skip`, `int-nonmonotonic-poll` and
-`int-poll-skip` (ANOMALIES.md). Per consumer process and partition, the
+`int-poll-skip` (docs/anomalies.md). Per consumer process and partition, the
 records it read (polls of any completion type: a broker must never return
 what is not in its log) in the order it got them, (op_index, pos). The one
 idea: one order over those reads with the partition's resets merged in
@@ -16,7 +16,7 @@ of its topic, which names no partition). The interval includes the later
 poll itself: rebalance callbacks a poll reports fire before it returns
 records. A reset breaks the chain; no check across it.
 
-Choices where ANOMALIES.md is silent:
+Choices where the definitions (docs/anomalies.md) are silent:
 - Records that did not decode (value null) are `garbage-read`'s concern and
   hold no place in the version order: they are left out here.
 - Going backwards includes re-reading the same offset (b ≤ a).

@@ -15,7 +15,7 @@ from typing import Union
 UNKNOWN = "unknown"
 Verdict = Union[bool, str]
 
-# ANOMALIES.md's catalogue (without the transactional G0/G1c family).
+# The catalogue of docs/anomalies.md (without the transactional G0/G1c family).
 ANOMALY_TYPES = (
     "lost-write", "unseen", "duplicate", "inconsistent-offsets", "garbage-read",
     "aborted-read", "nonmonotonic-send", "int-nonmonotonic-send", "int-send-skip",
@@ -23,7 +23,7 @@ ANOMALY_TYPES = (
     "stale-committed-offset", "group-lost", "resume-skip", "resume-rewind",
 )
 
-# ANOMALIES.md: reported, but normal for Kafka.
+# docs/anomalies.md: reported, but normal for Kafka.
 ALLOWED_BY_DEFAULT = frozenset({"int-send-skip", "resume-rewind"})
 
 

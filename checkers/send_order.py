@@ -1,21 +1,21 @@
 """Send order: does each producer's log order follow the order it sent in?
 
 Owns `nonmonotonic-send`, `int-nonmonotonic-send` and `int-send-skip`
-(ANOMALIES.md). Per producer process and partition, take the sends that may
-have happened and whose position is known (`ok` and `info` sends with a
-position, `Partition.sent`) in the order the process sent them, (op_index,
-pos), and compare each send with the one before it. A later send landing
-before an earlier one is a reordering; inside one operation, consecutive
-sends that are not neighbours in the dense order mean another producer's
-records landed between them.
+(docs/anomalies.md). Per producer process and partition, take the sends
+that may have happened and whose position is known (`ok` and `info` sends
+with a position, `Partition.sent`) in the order the process sent them,
+(op_index, pos), and compare each send with the one before it. A later
+send landing before an earlier one is a reordering; inside one operation,
+consecutive sends that are not neighbours in the dense order mean another
+producer's records landed between them.
 
-Choices where ANOMALIES.md is silent:
+Choices where the definitions (docs/anomalies.md) are silent:
 - Equal positions (two values at one offset) are `inconsistent-offsets`, a
   divergence matter, not a reordering: only position(v2) < position(v1) is
   reported.
-- `fail` sends are never evidence (ANOMALIES.md), even when someone read them
-  (that is `aborted-read`): they are left out, so the sends around one are
-  compared with each other. An `info` send nobody read has no position, even
+- `fail` sends are never evidence (docs/anomalies.md), even when someone read
+  them (that is `aborted-read`): they are left out, so the sends around
+  one are compared with each other. An `info` send nobody read has no position, even
   if its completion carries an offset, and is left out too.
 - Evidence: [op of v1, op of v2] across operations; the one op index, once,
   for the `int-` types (one operation proves them).

@@ -1,6 +1,6 @@
 """Statistics that are not anomalies: operations by type, and realtime lag.
 
-Realtime lag (ANOMALIES.md): for each poll and partition it read, how far
+Realtime lag (docs/anomalies.md): for each poll and partition it read, how far
 behind the latest acknowledged offset it started — the highest offset of an
 `ok` send completed before the poll was invoked, minus the first offset the
 poll read there (0 when it was not behind). Each partition counts its lags

@@ -1,8 +1,8 @@
 """The checker suite: every family over one run's tables, verdicts merged.
 
 A checker that throws does not crash the suite: its error is recorded and the
-verdict becomes `unknown` (ANOMALIES.md: false > unknown > true).
-`results.json` is written as ANOMALIES.md describes.
+verdict becomes `unknown` (docs/anomalies.md: false > unknown > true).
+`results.json` is written as docs/checking.md describes.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from checkers import coverage
 from checkers.colocated import PER_PARTITION
 from checkers.history import History
 from checkers.result import CheckOptions, CheckResult, Verdict
+from history_analysis.run_dir import RESULTS_FILE
 
 FAMILIES = tuple((family.FAMILY, family.check) for family in (*PER_PARTITION, coverage))
 
-RESULTS_FILE = "results.json"
 
 
 @dataclass

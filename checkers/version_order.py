@@ -1,4 +1,4 @@
-"""The version order of each partition (ANOMALIES.md): offset → values,
+"""The version order of each partition (docs/anomalies.md): offset → values,
 from acknowledged sends (`ok` with an offset) and from every record any
 poll read, whatever the poll's completion type (a broker must never return
 a record that is not in its log). Gaps in offsets are legal (transaction

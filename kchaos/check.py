@@ -1,9 +1,9 @@
 """Checking a run directory: ingest when the tables are stale, run the
 checker suite, write `results.json`.
 
-Tables are stale when `history/_ingest.json` is missing or names another
-size or mtime of `history.jsonl` than the file has now. A run directory with
-tables but no `history.jsonl` (written by another tool) is checked as is.
+Tables are re-ingested when stale (history_analysis.ingest.tables_are_stale).
+A run directory with tables but no `history.jsonl` (written by another
+tool) is checked as is.
 """
 
 from __future__ import annotations
@@ -15,19 +15,7 @@ from checkers.history import History
 from checkers.result import CheckOptions
 from checkers.suite import SuiteResult, check_history, write_results
 from kchaos.verdict import outcome_unknowns
-from history_analysis.ingest import HISTORY_FILE, TABLES_DIR, IngestError, ingest, read_manifest
-
-
-def tables_are_stale(run_dir: Path) -> bool:
-    source = run_dir / HISTORY_FILE
-    if not source.is_file():
-        return False
-    manifest = read_manifest(run_dir)
-    if manifest is None:
-        return True
-    stat = source.stat()
-    return (manifest.get("source_size"), manifest.get("source_mtime_ns")) != (
-        stat.st_size, stat.st_mtime_ns)
+from history_analysis.ingest import HISTORY_FILE, TABLES_DIR, IngestError, ingest, tables_are_stale
 
 
 def check_run(spark, run_dir: str | os.PathLike, options: CheckOptions) -> SuiteResult:

@@ -124,7 +124,7 @@ def ingest_command(run_dirs: tuple[Path, ...]) -> None:
 def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_examples: int,
                   junit: Path | None, spark_master: str | None,
                   spark_conf: tuple[str, ...]) -> None:
-    """Check the histories of RUN_DIR... for anomalies (ANOMALIES.md).
+    """Check the histories of RUN_DIR... for anomalies (docs/anomalies.md).
 
     Ingests a run directory whose tables are missing or older than its
     history.jsonl, writes RUN_DIR/results.json, prints a verdict per run and a
@@ -158,6 +158,7 @@ def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_exampl
         verdicts.append(suite.valid)
         counts[run_dir] = suite.result.counts
         click.echo(f"{run_dir}: {_verdict_line(suite)}")
+        _report(run_dir)
         cases.append(case_of(run_dir, time.monotonic() - started, suite, _verdict_line(suite)))
     _print_counts(counts)
     if junit is not None:
@@ -234,6 +235,7 @@ def run_command(ctx, config_file, allow, max_examples, junit, spark_master, spar
     click.echo(f"{outcome.run_dir}: {_verdict_line(result.suite)}")
     if result.seconds_to_verdict is not None:
         click.echo(f"verdict {result.seconds_to_verdict:.1f} s after the final reads")
+    _echo_report(outcome.run_dir, result.report)
     _print_counts({outcome.run_dir: result.suite.result.counts})
     if junit is not None:
         from kchaos.junit import case_of, write_junit
@@ -303,11 +305,11 @@ def _on_run_dir(verb: str, action, run_dir: Path) -> None:
 @spark_options
 def validate_command(switches, fast, soak, store, table_out, subnet, spark_master,
                      spark_conf) -> None:
-    """The validation matrix: every bug switch's recipe (BROKER.md) with the
-    switch on must show its anomaly within the recipe's seeded attempts,
-    and the same seeds with it off must be valid. Prints a table; exit 0
-    when every switch was found with no false alarm (and the soak valid),
-    1 otherwise.
+    """The validation matrix: every bug switch's recipe (docs/validation.md)
+    with the switch on must show its anomaly within the recipe's seeded
+    attempts, and the same seeds with it off must be valid. Prints a
+    table; exit 0 when every switch was found with no false alarm (and the
+    soak valid), 1 otherwise.
     """
     from kchaos.validate import format_table, selected, soak_config, validate_recipe
     from kchaos.run import run_and_check
@@ -369,6 +371,19 @@ def _verdict_line(suite) -> str:
     return "; ".join(parts)
 
 
+def _report(run_dir: Path) -> None:
+    """The report, beside the verdict: a failure is logged and shown, and
+    changes neither the verdict nor the exit code."""
+    from history_analysis.report import write_report_quietly
+    _echo_report(run_dir, write_report_quietly(run_dir))
+
+
+def _echo_report(run_dir: Path, report: Path | None) -> None:
+    click.echo(f"report: {report}" if report is not None else
+               f"report: none (writing it failed; the verdict stands; see the log, or run "
+               f"kchaos report {run_dir})")
+
+
 def _print_counts(counts: dict) -> None:
     types = sorted({t for c in counts.values() for t in c})
     if not types:
@@ -383,6 +398,12 @@ def _print_counts(counts: dict) -> None:
         click.echo(f"run{i + 1}: {run}")
 
 
+from kchaos.cli_report import report_command, serve_command  # noqa: E402 — needs BadInput
+
+cli.add_command(report_command)
+cli.add_command(serve_command)
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM (CI cancelling a job): unwinds like Ctrl-C, so every
     `finally` tears down what the run started."""
@@ -395,8 +416,8 @@ def _on_sigterm(signum, frame) -> None:
 
 
 def main() -> None:
-    """Entry point: usage errors are bad input too (exit 3), as ANOMALIES.md's
-    exit codes reserve 1 and 2 for verdicts."""
+    """Entry point: usage errors are bad input too (exit 3): the exit codes
+    reserve 1 and 2 for verdicts (docs/checking.md)."""
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         code = cli.main(prog_name="kchaos", standalone_mode=False)

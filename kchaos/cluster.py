@@ -17,6 +17,7 @@ import logging
 import shutil
 from pathlib import Path
 
+from history_analysis.run_dir import NODES_DIR
 from kchaos.config import TestConfig
 
 log = logging.getLogger("kchaos.run")
@@ -118,7 +119,7 @@ class Cluster:
         if self.db is not None:
             for node in self.nodes:
                 try:
-                    self.db.collect(node, self.run_dir / "nodes" / node.name)
+                    self.db.collect(node, self.run_dir / NODES_DIR / node.name)
                 except Exception:  # noqa: BLE001 — never lose the teardown to a copy error
                     log.exception("collecting the logs of %s", node.name)
             for node in self.nodes:
@@ -134,7 +135,7 @@ class Cluster:
             collect_logs = getattr(self.backend, "collect_logs", None)
             if collect_logs is not None:
                 try:
-                    collect_logs(self.run_dir / "nodes")
+                    collect_logs(self.run_dir / NODES_DIR)
                 except Exception:  # noqa: BLE001
                     log.exception("collecting the nodes' own logs")
             self.backend.teardown()

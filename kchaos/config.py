@@ -1,5 +1,5 @@
 """One run's definition: `TestConfig`, written whole into `test.json`
-(ARCHITECTURE.md's conventions), with its parts as nested settings (the
+(docs/architecture.md, conventions), with its parts as nested settings (the
 queue workload and its client settings).
 
 Every knob of a run lives here once, with its default and its help text

@@ -12,6 +12,11 @@ expected in the run) and returns a `RunResult`: `valid` (True, False or
 Run directories go under pytest's temporary directory unless `store=` is
 given. Registered through the `pytest11` entry point, so installing kchaos
 is enough; `examples/test_chaos_suite.py` is a suite to copy.
+
+Every run writes `report.html` into its run directory; when a test fails,
+its output gets a "kchaos runs" section naming each run's directory,
+verdict and report, and the report paths are added to the test's
+`user_properties` (pytest's --junitxml writes them as properties).
 """
 
 from __future__ import annotations
@@ -31,8 +36,11 @@ def kchaos_spark(tmp_path_factory):
     session.stop()
 
 
+RUNS = pytest.StashKey[list]()      # the RunResults of one test, in order
+
+
 @pytest.fixture
-def kchaos(kchaos_spark, tmp_path):
+def kchaos(kchaos_spark, tmp_path, request):
     from kchaos.config import TestConfig
     from kchaos.progress import Progress
     from kchaos.run import run_and_check
@@ -41,6 +49,25 @@ def kchaos(kchaos_spark, tmp_path):
         options.setdefault("store", tmp_path / "store")
         config = TestConfig.build(**options)
         config.validate()
-        return run_and_check(config, kchaos_spark, allowed=frozenset(allowed),
-                             progress=Progress.quiet())
+        result = run_and_check(config, kchaos_spark, allowed=frozenset(allowed),
+                               progress=Progress.quiet())
+        request.node.stash.setdefault(RUNS, []).append(result)
+        if result.report is not None:
+            request.node.user_properties.append(("kchaos_report", str(result.report)))
+        return result
     return run
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    runs = item.stash.get(RUNS, [])
+    if runs and report.when == "call" and report.failed:
+        verdicts = {True: "valid", False: "INVALID"}
+        report.sections.append(("kchaos runs", "\n".join(
+            f"{r.run_dir}: {verdicts.get(r.valid, r.valid)}"
+            + (f"; {', '.join(f'{t} {n}' for t, n in sorted(r.counts.items()))}"
+               if r.counts else "")
+            + f"\n  report: {r.report or 'none (writing it failed; see the log)'}"
+            for r in runs)))
+    return report

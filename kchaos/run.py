@@ -1,4 +1,4 @@
-"""One run, start to verdict (ARCHITECTURE.md, "The flow of one run"):
+"""One run, start to verdict (docs/architecture.md, "The flow of one run"):
 
     nodes + DB ─► topics ─► workload (main phase) ─► heal ─► recovery wait
       ─► end offsets + final reads ─► teardown (in `finally`) ─► ingest + check
@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import logging
+import platform
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -22,6 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from history_analysis.history.writer import HistoryWriter
+from history_analysis.report import write_report_quietly
+from history_analysis.run_dir import LOG_FILE
 from kchaos import __version__
 from kchaos.cluster import Cluster
 from kchaos.config import TestConfig
@@ -99,7 +103,7 @@ def run_test(config: TestConfig, progress: Progress | None = None,
     final reads finds it warm. `check(run_dir)`, if given, runs as soon as
     the history is complete, beside the teardown (`outcome.checked`)."""
     config.validate()
-    started = datetime.now(timezone.utc)
+    started, clock = datetime.now(timezone.utc), time.monotonic()
     run_dir = new_run_dir(Path(config.store), config.name, started)
     outcome = RunOutcome(run_dir)
     progress = progress or Progress.for_terminal()
@@ -111,7 +115,7 @@ def run_test(config: TestConfig, progress: Progress | None = None,
     groups = workload.group_names(token)
     all_groups = groups + [group for _, mode, group in consumer_plan(workload, groups)
                            if mode == "assign"]
-    run_log = _log_to(run_dir / "kchaos.log")
+    run_log = _log_to(run_dir / LOG_FILE)
     cluster = Cluster(config, run_dir)
     history = nemesis = checking = None
     stats = Stats()
@@ -168,7 +172,8 @@ def run_test(config: TestConfig, progress: Progress | None = None,
         _amend_test_json(run_dir, {"final": outcome.final, "node_failures": outcome.node_failures,
                                    "bootstrap": outcome.bootstrap, "nemesis": outcome.nemesis,
                                    "heal_problems": outcome.heal_problems,
-                                   "nemesis_error": outcome.nemesis_error})
+                                   "nemesis_error": outcome.nemesis_error,
+                                   "seconds": round(time.monotonic() - clock, 1)})
         # The history and the outcome are complete: the check needs no
         # cluster, so it runs while the nodes are torn down.
         checking = _Checking(check, run_dir) if check is not None and history is not None \
@@ -269,8 +274,28 @@ def write_test_json(run_dir: Path, config: TestConfig, started: datetime,
         "sut": {"kind": config.db, "version": __version__ if config.db == "reference" else None,
                 "bugs": list(config.bugs)},
         "kchaos_version": __version__,
+        "command_line": list(sys.argv),
+        "versions": versions(),
     }
     (run_dir / "test.json").write_text(json.dumps(body, indent=1) + "\n")
+
+
+def versions() -> dict[str, str]:
+    """What the report shows beside the run: the interpreter and the client
+    libraries the workload drove (kchaos's own is `kchaos_version`)."""
+    found = {"python": platform.python_version()}
+    try:
+        import confluent_kafka
+        found["confluent-kafka"] = confluent_kafka.version()[0]
+        found["librdkafka"] = confluent_kafka.libversion()[0]
+    except ImportError:
+        pass
+    try:
+        import kafka
+        found["kafka-python"] = kafka.__version__
+    except ImportError:
+        pass
+    return found
 
 
 def _amend_test_json(run_dir: Path, extra: dict, key: str = "outcome") -> None:
@@ -291,6 +316,7 @@ class RunResult:
     outcome: RunOutcome
     suite: SuiteResult
     seconds_to_verdict: float | None    # from the end of the final reads
+    report: Path | None = None          # report.html; None when writing it failed
 
 
 def run_and_check(config: TestConfig, spark, *, allowed: frozenset[str] = frozenset(),
@@ -317,5 +343,7 @@ def run_and_check(config: TestConfig, spark, *, allowed: frozenset[str] = frozen
     if outcome.final_reads_ended is not None:
         latency = round(verdict_at[0] - outcome.final_reads_ended, 2)
         _amend_test_json(outcome.run_dir, {"seconds_to_verdict": latency}, key="check")
+    # After the verdict, and never in its way (a failure is logged).
+    report = write_report_quietly(outcome.run_dir)
     return RunResult(suite.valid, dict(suite.result.counts), dict(suite.result.anomalies),
-                     outcome.run_dir, outcome, suite, latency)
+                     outcome.run_dir, outcome, suite, latency, report)

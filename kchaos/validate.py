@@ -6,9 +6,9 @@ the same seeds with the switch OFF, each of which must be valid — a
 switch counts as validated only when both hold. A soak runs every fault
 together on the correct broker for minutes and must be valid too.
 
-The table (`format_table`) is what the README shows; `kchaos validate`
-prints it and exits 1 when a switch was missed or a clean run raised an
-alarm.
+The table (`format_table`) is what docs/validation.md shows; `kchaos
+validate` prints it and exits 1 when a switch was missed or a clean run
+raised an alarm.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-TEST_FILE = "test.json"
+from history_analysis.run_dir import TEST_FILE
 
 
 def outcome_unknowns(run_dir: Path) -> dict[str, dict]:

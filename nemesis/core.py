@@ -1,5 +1,5 @@
 """What every fault shares: the cluster it acts on, how targets are chosen,
-and the `Fault` protocol (ARCHITECTURE.md).
+and the `Fault` protocol (docs/architecture.md).
 
 A fault is a value: built from a plain description (`{"fault": "pause",
 "targets": "minority"}`), started once, stopped once. `start` picks its
@@ -100,7 +100,7 @@ def names(nodes: Sequence[Node]) -> list[str]:
 @runtime_checkable
 class Fault(Protocol):
     """One fault, from start to stop. `start_f`/`stop_f` are its verbs in
-    the history (HISTORY.md, nemesis operations)."""
+    the history (docs/history.md, nemesis operations)."""
     start_f: str
     stop_f: str
 

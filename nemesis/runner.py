@@ -1,4 +1,4 @@
-"""The nemesis as a process of the history (HISTORY.md: process -1): it
+"""The nemesis as a process of the history (docs/history.md: process -1): it
 starts and stops faults, records each as an invocation and a completion —
 `info` with what was really done, `fail` with why it could not be — and
 heals the whole cluster on demand.

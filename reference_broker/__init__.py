@@ -1,5 +1,5 @@
 """The kchaos reference broker: a Kafka-protocol broker small enough to read
-and exact enough to test clients and the harness against (BROKER.md).
+and exact enough to test clients and the harness against (docs/broker.md).
 
 Layers, each testable without a socket: `protocol/` (bytes ⇄ kio entities,
 one adapter per API), `broker` and `partition` (semantic operations),

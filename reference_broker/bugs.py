@@ -1,5 +1,5 @@
 """Bug switches: `--bug NAME` re-creates one historical Kafka bug by flipping
-exactly one rule (BROKER.md's catalogue).
+exactly one rule (docs/broker.md's catalogue).
 
 Only switches that change the running broker are listed here: a name that
 is accepted but does nothing would let a test believe it exercised a bug.

@@ -1,8 +1,8 @@
 """The final phase: after healing and a recovery wait, learn where every
 partition ends (`end-offsets`, the high watermark) and read every partition
 from the beginning until each read reaches its end — so a record that was
-acknowledged but is never read is lost, not merely unread (ANOMALIES.md's
-lost-write needs the final reads).
+acknowledged but is never read is lost, not merely unread (docs/anomalies.md:
+`unseen` is proven lost only where the final reads reached the end).
 
 Fresh clients, assign mode, seek to beginning; on an indeterminate poll the
 reader becomes a new process with a new client and starts over from the

@@ -3,9 +3,9 @@
 operation recorded in the history as an invocation and its completion.
 
 Workers are threads, one client each, one logical process each
-(HISTORY.md): after an `info` completion or a `crash`, the worker closes its
-client and goes on as a new process, `process + concurrency`, with a new
-client — so `process % concurrency` is the worker's slot.
+(docs/history.md): after an `info` completion or a `crash`, the worker
+closes its client and goes on as a new process, `process + concurrency`,
+with a new client — so `process % concurrency` is the worker's slot.
 
 What a seed guarantees: every worker slot draws its decisions from its own
 random stream, seeded by (seed, slot). A producer slot sends the same

@@ -1,5 +1,5 @@
 """The history contract in code: the durable writer, the streaming reader and
-validator, and the rules of HISTORY.md they share."""
+validator, and the rules of docs/history.md they share."""
 
 from history_analysis.history.schema import SCHEMA_VERSION, Violation
 from history_analysis.history.reader import (

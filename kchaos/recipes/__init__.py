@@ -1,4 +1,4 @@
-"""Validation recipes: for every bug switch of BROKER.md, a kchaos test
+"""Validation recipes: for every bug switch of docs/broker.md, a kchaos test
 (config, nemesis script, time limit) that shows the switch's anomaly when
 it is on and is valid when it is off — the evidence that kchaos finds each
 historical bug and raises no false alarm on the correct broker.
@@ -27,7 +27,7 @@ class Recipe:
     disk: bool = False                      # the data directories on disk gates
     fast: bool = False                      # in `make test`'s subset
     allowed: frozenset[str] = field(default_factory=frozenset)   # designed-in here
-    # A client error the switch shows where no anomaly type of ANOMALIES.md
+    # A client error the switch shows where no anomaly type (docs/anomalies.md)
     # applies (a client that stops rather than misbehaves): found in an
     # operation's error, it counts as detection, and a clean run must not show it.
     error: str | None = None

@@ -11,10 +11,10 @@ coordinator failover asks who leads `__consumer_offsets` and kills it. The
 brokers get `offsets.topic.num.partitions=1` where groups matter, so every
 group has that one coordinator.
 
-What the harness cannot do is partition a client from a broker (clients
-live in the root namespace and reach every node over the bridge): the
-recipes below say where that made them deviate from BROKER.md's. Two
-recipes need the workload rather than a fault: pipelined sends
+What the harness cannot do is partition a client from a broker (clients live in
+the root namespace and reach every node over the bridge): the recipes below say
+where that made them deviate from the catalogue's triggers (docs/broker.md).
+Two recipes need the workload rather than a fault: pipelined sends
 (records_per_send, batch_size=1) and slow consumers (stall_consumers_every).
 """
 
@@ -171,12 +171,12 @@ RECIPES: list[Recipe] = [
                     broker_config=PATIENT_BROKERS, recovery_time=3, final_time_limit=30),
         script=stall_acks,
         fast=True,
-        why="Pausing partition 0's followers makes the leader's acks=all answer time "
-            "out after it appended the batch; the idempotent producer retries it with "
-            "the same sequence, and the broker writes it again instead of answering "
-            "with its offsets. (BROKER.md isolates or kills the leader; clients cannot "
-            "be isolated here, and a stalled acknowledgement gives the same retry of an "
-            "appended batch without a failover.)",
+        why="Pausing partition 0's followers makes the leader's acks=all answer time out "
+            "after it appended the batch; the idempotent producer retries it with the same "
+            "sequence, and the broker writes it again instead of answering with its "
+            "offsets. (The catalogue's trigger, docs/broker.md, isolates or kills the "
+            "leader; clients cannot be isolated here, and a stalled acknowledgement gives "
+            "the same retry of an appended batch without a failover.)",
     ),
     Recipe(
         switch="dedup-window-one",
@@ -186,15 +186,14 @@ RECIPES: list[Recipe] = [
                     broker_config=PATIENT_BROKERS, recovery_time=3, final_time_limit=30),
         script=stall_acks,
         error="OUT_OF_ORDER_SEQUENCE_NUMBER",
-        why="Ten records per send, one per batch, so a producer has up to 5 batches of "
-            "one partition in flight (BROKER.md); stalled acknowledgements make it retry "
-            "them all. The single-batch cache knows only the last one, so the retry of "
-            "the first gets OUT_OF_ORDER_SEQUENCE_NUMBER, and librdkafka stops the "
-            "producer with a fatal 'sequence desynchronization' error: the sends end "
-            "`info`, nothing is written twice, and no anomaly type applies — the switch "
-            "shows as that client error, which the correct broker never causes. "
-            "(kafka-python keeps one batch per partition in flight with idempotence, "
-            "and cannot trigger it.)",
+        why="Ten records per send, one per batch, so a producer has up to 5 batches of one "
+            "partition in flight (docs/broker.md); stalled acknowledgements make it retry "
+            "them all. The single-batch cache knows only the last one, so the retry of the "
+            "first gets OUT_OF_ORDER_SEQUENCE_NUMBER, and librdkafka stops the producer "
+            "with a fatal 'sequence desynchronization' error: the sends end `info`, "
+            "nothing is written twice, and no anomaly type applies — the switch shows as "
+            "that client error, which the correct broker never causes. (kafka-python keeps "
+            "one batch per partition in flight with idempotence, and cannot trigger it.)",
     ),
     Recipe(
         switch="offsets-commit-acks-one",
@@ -225,7 +224,7 @@ RECIPES: list[Recipe] = [
     Recipe(
         switch="no-leader-epoch-fencing",
         expected=frozenset({"group-lost", "poll-skip"}),
-        # Designed-in here (BROKER.md): with unclean election, the records
+        # Designed-in here (docs/broker.md): with unclean election, the records
         # read from A and those B wrote at the same offsets, sends landing
         # below earlier ones of the same producer, and consumers going back
         # to where their epoch ended (a move the history cannot show);
@@ -242,15 +241,15 @@ RECIPES: list[Recipe] = [
                                                    idempotence=False),
                     recovery_time=3, final_time_limit=40),
         script=truncate_under_readers,
-        why="An unclean election truncates records the consumers read. Told the new "
-            "epoch, they validate their position (KIP-320) and go back to where their "
-            "epoch ended on the new leader; under the switch Metadata tells no epochs, so "
-            "they fetch at their old offset, past the new leader's log end, and "
+        why="An unclean election truncates records the consumers read. Told the new epoch, "
+            "they validate their position (KIP-320) and go back to where their epoch ended "
+            "on the new leader; under the switch Metadata tells no epochs, so they fetch "
+            "at their old offset, past the new leader's log end, and "
             "auto.offset.reset=latest skips what it wrote meanwhile: the group commits "
-            "past records it never read. (BROKER.md partitions the leader; without an "
-            "unclean election no record below the high watermark is ever taken back, so "
-            "nothing stale is left to fence: measured, the switch changed no verdict "
-            "there.)",
+            "past records it never read. (The catalogue's trigger, docs/broker.md, "
+            "partitions the leader; without an unclean election no record below the high "
+            "watermark is ever taken back, so nothing stale is left to fence: measured, "
+            "the switch changed no verdict there.)",
     ),
     Recipe(
         switch="no-generation-fencing",
@@ -263,12 +262,12 @@ RECIPES: list[Recipe] = [
                                                      "group.initial.rebalance.delay.ms=0"],
                     recovery_time=3, final_time_limit=30),
         fast=True,
-        why="No fault: slow processing makes the zombie (KIP-62). A consumer stalls "
-            "3 s, past its max.poll.interval.ms (2 s), before a commit; librdkafka leaves "
-            "the group, another member takes its partitions and commits further, and then "
-            "the stalled one commits what it read before the stall. Kafka refuses that "
-            "commit (UNKNOWN_MEMBER_ID); with the switch it lands, and the group's "
-            "committed offset goes back. (BROKER.md partitions the member; a stall "
-            "replaces it just the same, without the network.)",
+        why="No fault: slow processing makes the zombie (KIP-62). A consumer stalls 3 s, "
+            "past its max.poll.interval.ms (2 s), before a commit; librdkafka leaves the "
+            "group, another member takes its partitions and commits further, and then the "
+            "stalled one commits what it read before the stall. Kafka refuses that commit "
+            "(UNKNOWN_MEMBER_ID); with the switch it lands, and the group's committed "
+            "offset goes back. (The catalogue's trigger, docs/broker.md, partitions the "
+            "member; a stall replaces it just the same, without the network.)",
     ),
 ]

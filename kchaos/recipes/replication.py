@@ -1,4 +1,4 @@
-"""Recipes for the replication bug switches (BROKER.md's catalogue): for
+"""Recipes for the replication bug switches (docs/broker.md's catalogue): for
 each, a script that drives the cluster down the one code path the switch
 changes, and the anomaly that path leaves in the history.
 

@@ -347,8 +347,8 @@ class Controller:
           INVALID_REQUEST             an ISR with duplicates or non-replicas, or without the leader
           INELIGIBLE_REPLICA          an ISR member that is fenced or unregistered (KIP-841)
 
-        So a deposed leader cannot shrink the ISR, and cannot advance its
-        high watermark past the followers that left it (BROKER.md). Accepted,
+        So a deposed leader cannot shrink the ISR, and cannot advance its high
+        watermark past the followers that left it (docs/broker.md). Accepted,
         the partition epoch moves and the leader and its epoch stay. An ISR
         equal to the current one changes nothing and answers NONE with the
         current state (Kafka writes no record for a no-op change).

@@ -1,6 +1,6 @@
 """The partition log: record batches kept as the bytes that arrived, in
 segments with a sparse offset index, a leader epoch cache, and recovery
-that cuts a torn tail (BROKER.md "Log").
+that cuts a torn tail (docs/broker.md, "Log").
 
 `batch` reads and re-stamps batch headers; `segment` and `offset_index`
 are one segment's files; `leader_epoch_cache` is KIP-101/279's epoch

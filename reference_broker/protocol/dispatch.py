@@ -2,13 +2,13 @@
 on a node with the controller role the controller's — and the tables of
 what is implemented, which ApiVersions advertises exactly.
 
-Version ranges are those every mainstream client can negotiate (BROKER.md):
-the low ends stay for older clients. Metadata goes to v9, the first whose
-leader epochs clients trust (KAFKA-9212: librdkafka's
-rd_kafka_has_reliable_leader_epochs and kafka-python's cluster metadata
-drop the epochs of older versions), so that they use KIP-320 here: leader
-epochs in Fetch and ListOffsets, position validation after a leader change,
-committed offsets with their epoch.
+Version ranges are those every mainstream client can negotiate
+(docs/broker.md): the low ends stay for older clients. Metadata goes to v9, the
+first whose leader epochs clients trust (KAFKA-9212: librdkafka's
+rd_kafka_has_reliable_leader_epochs and kafka-python's cluster metadata drop
+the epochs of older versions), so that they use KIP-320 here: leader epochs in
+Fetch and ListOffsets, position validation after a leader change, committed
+offsets with their epoch.
 """
 
 from __future__ import annotations

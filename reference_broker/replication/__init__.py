@@ -1,5 +1,5 @@
 """Replication of one partition between its leader and followers
-(BROKER.md "Replication").
+(docs/broker.md, "Replication").
 
 `LeaderState` (leader.py) is the leader's view: follower LEOs, the high
 watermark, ISR change proposals (`AlterIsr`) and acks=all waiters.

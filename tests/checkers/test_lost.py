@@ -1,4 +1,4 @@
-"""lost-write and unseen (ANOMALIES.md), on hand-written histories.
+"""lost-write and unseen (docs/anomalies.md), on hand-written histories.
 
 Each partition of a history holds one scenario; partitions do not interfere
 (both anomalies are judged per partition).

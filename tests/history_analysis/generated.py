@@ -1,7 +1,7 @@
 """Hypothesis strategies for valid histories, with the table rows they imply.
 
-A history is built as a model run: processes invoke operations of every `f`
-and complete them in any interleaving, following HISTORY.md's discipline (one
+A history is built as a model run: processes invoke operations of every `f` and
+complete them in any interleaving, following docs/history.md's discipline (one
 outstanding operation per process, an `info` completion ends a process, the
 nemesis is process -1). Alongside the events it counts the rows each Parquet
 table must get, so tests can compare ingest against the model.
@@ -102,7 +102,7 @@ def _operation(draw, process: int, values: list[int]):
 
 
 def _count_rows(rows: Counter, f: str, type_: str, asked: dict, done: dict | None) -> None:
-    """The rows HISTORY.md's tables get for one operation (done None: unmatched)."""
+    """The rows docs/history.md's tables get for one operation (done None: unmatched)."""
     value = done if done is not None else asked
     rows["ops"] += 1
     if f in ("send", "txn"):

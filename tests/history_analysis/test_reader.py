@@ -1,4 +1,4 @@
-"""The history reader against every rule of HISTORY.md (schema_version 1).
+"""The history reader against every rule of docs/history.md (schema_version 1).
 
 Each rejection test writes a small hand-made history and checks that
 `validate_history` raises `HistoryError` at the bad line, naming the field

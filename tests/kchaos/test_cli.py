@@ -131,8 +131,10 @@ def test_check_exit_codes_and_summary(spark, tmp_path):
     assert result.returncode == 1, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"{valid}: valid"
-    assert lines[1].startswith(f"{invalid}: INVALID; lost-write 1")
-    assert lines[2].startswith(f"{undecided}: unknown; unseen undecided: 1")
+    assert lines[1] == f"report: {valid / 'report.html'}"
+    assert lines[2].startswith(f"{invalid}: INVALID; lost-write 1")
+    assert lines[3] == f"report: {invalid / 'report.html'}"
+    assert lines[4].startswith(f"{undecided}: unknown; unseen undecided: 1")
     assert any(line.split() == ["lost-write", "0", "1", "0"] for line in lines)
 
     result = kchaos_here("check", str(undecided))

@@ -23,6 +23,7 @@ from kchaos.run import run_and_check, run_test
 from workloads.clients import ClientSettings
 
 pytestmark = pytest.mark.spark
+pytest_plugins = ["pytester"]       # the plugin's own test runs a user's suite
 
 FAST_BROKERS = ["broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=300",
                 "replica.lag.time.max.ms=3000", "group.initial.rebalance.delay.ms=0"]
@@ -182,3 +183,28 @@ def test_a_broker_killed_by_hand_is_reported_and_the_run_completes(tmp_path, spa
     assert result.counts == {}, (result.counts, result.run_dir)
     assert result.valid == "unknown"
     assert set(result.suite.result.unknown) == {"node-failures"}
+
+
+def test_a_failing_test_names_its_runs_and_their_reports(pytester):
+    """The pytest plugin in a suite of its own (a pytest subprocess, as a
+    user runs it): a test that runs kchaos and then fails gets a "kchaos
+    runs" section with the run's verdict and its report, and the report
+    path as a property in --junitxml."""
+    pytester.makepyfile(test_user_suite=f"""
+        def test_fails_after_a_run(kchaos):
+            result = kchaos(time_limit=2, seed=5, concurrency=2, recovery_time=0,
+                            broker_config={FAST_BROKERS!r}, subnet="198.18.7.0/24")
+            assert result.report is not None and result.report.is_file()
+            assert False, "the user's own assertion"
+    """)
+    outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--junitxml=junit.xml",
+                                            timeout=300)
+    outcome.assert_outcomes(failed=1)
+    output = outcome.stdout.str()
+    assert "kchaos runs" in output, output
+    run_line = re.search(r"^(\S+/store/queue/\d{8}T\d{6}): valid$", output, re.M)
+    assert run_line, output
+    report = f"{run_line.group(1)}/report.html"
+    assert f"  report: {report}" in output
+    junit = (pytester.path / "junit.xml").read_text()
+    assert f'<property name="kchaos_report" value="{report}" />' in junit

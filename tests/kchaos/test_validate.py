@@ -89,7 +89,7 @@ def test_client_errors_counts_client_operations_with_the_error(tmp_path):
     lines = [json.dumps({"index": n, "time": n, "process": p, "type": t, "f": f, "value": v,
                          **({"error": e} if e else {})})
              for n, (p, t, f, v, e) in enumerate(events)]
-    # A truncated last line (HISTORY.md) is skipped.
+    # A truncated last line (docs/history.md) is skipped.
     history = "\n".join(lines) + \
         '\n{"index": 6, "process": 1, "type": "info", "error": "OUT_OF_ORDER_SEQ'
     (tmp_path / "history.jsonl").write_text(history)

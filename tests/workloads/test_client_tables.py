@@ -1,6 +1,6 @@
 """The client adapters without a broker: the settings' checks, the error
 tables with each library's own error objects (one rule, one case per
-library), and the shared pieces of HISTORY.md's values."""
+library), and the shared pieces of docs/history.md's values."""
 
 from __future__ import annotations
 

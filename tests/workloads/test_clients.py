@@ -307,7 +307,7 @@ def test_reads_while_the_broker_is_paused_fail(library, broker, topic, clients):
         broker.resume()
     assert committed == Outcome("fail", {"group": group, "offsets": [
         {"topic": topic, "partition": 0, "offset": None}]}, committed.error)
-    # HISTORY.md: a failed end-offsets echoes what was asked.
+    # docs/history.md: a failed end-offsets echoes what was asked.
     assert ends == Outcome("fail", {"partitions": [
         {"topic": topic, "partition": 0}]}, ends.error)
     assert {committed.error.split(":")[0], ends.error.split(":")[0]} <= {

@@ -1,5 +1,5 @@
 """Client adapters over real Kafka clients: one interface (ProducerClient,
-ConsumerClient) whose every operation returns an `Outcome` in HISTORY.md's
+ConsumerClient) whose every operation returns an `Outcome` in docs/history.md's
 terms — `ok`, `fail` (certainly not applied) or `info` (unknown) — with the
 completion value of that operation.
 

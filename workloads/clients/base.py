@@ -1,6 +1,6 @@
 """What every client adapter shares: the outcome of an operation in history
 terms, the client settings, the two small protocols, and the pieces of
-HISTORY.md both libraries produce the same way (record values, completion
+docs/history.md both libraries produce the same way (record values, completion
 values, the verdict of an operation over several items).
 
 The one idea: an operation is `ok` when everything it asked for happened,
@@ -32,7 +32,7 @@ _INT64 = range(-2**63, 2**63)
 @dataclass(frozen=True)
 class Outcome:
     type: str                   # "ok" | "fail" | "info"
-    value: dict                 # the completion value of HISTORY.md's table for that f
+    value: dict                 # the completion value of docs/history.md's table for that f
     error: str | None = None    # "<ERROR_NAME>: <message>" on fail/info
 
 

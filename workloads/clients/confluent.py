@@ -4,7 +4,7 @@ librdkafka queues a produced record and reports its fate once, in a
 delivery callback served by flush()/poll(); a consumer's rebalance
 callbacks run inside consume(). A record with no report when send() gives
 up may still be written later, so that send is `info` and the producer is
-spent (the caller replaces it, as a new process — HISTORY.md).
+spent (the caller replaces it, as a new process — docs/history.md).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ can encode with arbitrary field values, valid requests with bytes flipped,
 inserted or deleted, and honest bodies behind lying size prefixes — fed in
 chunks of any size, followed by a well-behaved ApiVersions request.
 
-The property (BROKER.md: the broker never dies of input): nothing escapes
+The property (docs/broker.md: the broker never dies of input): nothing escapes
 the connection (no exception in its worker, none reported to the event
 loop, no handler crash in the broker's log); every byte written back is a
 well-formed response to one of the frames, in order, decodable with the

@@ -1,0 +1,185 @@
+"""Anomalies in plain words: what each type means (docs/anomalies.md says
+how it is judged), and for each case a sentence built from the history —
+who sent the value, when, at which offset, who read the offsets around it
+— so a reader sees why it counts, for example
+
+    value 17 was acknowledged at offset 40 of t-2 by process 3 at 12.4 s;
+    offsets 41–90 were read by processes 5 and 8; no read ever returned 17
+
+Lookups go through `Evidence`, which filters the big tables once for all
+the values and partitions the cases name.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from history_analysis.report.run_data import RunData
+
+MEANING = {
+    "lost-write": "A write that certainly happened was never read back, although reads did "
+                  "return later offsets of the same partition: the record disappeared from "
+                  "the log.",
+    "unseen": "The broker acknowledged the write, no read ever returned it, and the final "
+              "reads (after every fault was healed) read the partition to the end the "
+              "broker reported. The acknowledged record is gone.",
+    "duplicate": "One value, sent once, is at more than one offset or in more than one "
+                 "partition: the record was written twice.",
+    "inconsistent-offsets": "Readers (or a reader and the producer's acknowledgement) disagree "
+                            "about which value one offset holds: the replicas' logs diverged.",
+    "garbage-read": "A read returned a value no operation ever sent, or bytes that do not "
+                    "decode as a value.",
+    "aborted-read": "A read returned a value whose send failed definitely: the client was told "
+                    "the record was not written.",
+    "nonmonotonic-send": "One producer sent two values to a partition in two operations, one "
+                         "after the other, and the later one landed at an earlier offset: the "
+                         "log reordered the producer's writes.",
+    "int-nonmonotonic-send": "Inside one send operation, a later record landed at an earlier "
+                             "offset than the record before it.",
+    "int-send-skip": "Inside one send operation, two consecutive records to a partition are not "
+                     "adjacent: another producer's records came between. Normal for Kafka; "
+                     "reported, allowed.",
+    "nonmonotonic-poll": "A consumer went backwards: its next poll of a partition started at or "
+                         "before the last offset it had read, and nobody told it to seek.",
+    "poll-skip": "A consumer jumped forwards: between two of its polls of a partition, records "
+                 "exist that it never read, and nobody told it to move.",
+    "int-nonmonotonic-poll": "Inside one poll, the records of a partition went backwards.",
+    "int-poll-skip": "Inside one poll, the records of a partition skipped over records that "
+                     "exist.",
+    "stale-committed-offset": "The broker acknowledged a commit of a group's offset, and a "
+                              "later fetch of the committed offsets returned a lower one, or "
+                              "none: the broker forgot a commit.",
+    "group-lost": "A consumer group committed past a record that no member of the group was "
+                  "ever given: at-least-once delivery is broken.",
+    "resume-skip": "A member that was given a partition started reading after the group's "
+                   "committed offset: the records in between were skipped.",
+    "resume-rewind": "A member that was given a partition started reading before the group's "
+                     "committed offset and re-delivered committed records. Normal for Kafka; "
+                     "reported, allowed.",
+}
+
+
+def _tp(case: dict) -> str:
+    return f"{case.get('topic')}-{case.get('partition')}"
+
+
+def _who(processes) -> str:
+    names = sorted({int(p) for p in processes})
+    if not names:
+        return "nobody"
+    words = [str(p) for p in names[:6]] + ([f"{len(names) - 6} more"] if len(names) > 6 else [])
+    shown = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+    return ("process " if len(names) == 1 else "processes ") + shown
+
+
+class Evidence:
+    """The sends and reads of the values and partitions the cases name,
+    filtered out of the run's tables once."""
+
+    def __init__(self, data: RunData, cases: list[dict]):
+        values = {v for c in cases for v in [c.get("value"), *(c.get("values") or [])]
+                  if v is not None}
+        value_array = pa.array(sorted(values), pa.int64())
+        self.sends = _by_value(data.sends.filter(pc.is_in(data.sends["value"], value_array)))
+        self.reads = _by_value(data.reads.filter(pc.is_in(data.reads["value"], value_array)))
+        self._data = data
+        self._partitions: dict[tuple, pa.Table] = {}
+
+    def partition_reads(self, topic: str, partition: int) -> pa.Table:
+        key = (topic, partition)
+        if key not in self._partitions:
+            reads = self._data.reads
+            self._partitions[key] = reads.filter(pc.and_(
+                pc.equal(reads["topic"], topic), pc.equal(reads["partition"], partition)))
+        return self._partitions[key]
+
+    def send(self, value) -> str:
+        rows = self.sends.get(value, [])
+        if not rows:
+            return f"no operation sent {value}"
+        done = ", ".join(f"{_outcome(r['type'])} by process {r['process']}"
+                         + (f" at offset {r['offset']}" if r["offset"] is not None else "")
+                         + (f" at {r['time']:.2f} s" if r["time"] is not None else "")
+                         for r in rows[:3])
+        return f"value {value} was sent: {done}"
+
+    def reads_of(self, value) -> str:
+        rows = self.reads.get(value, [])
+        if not rows:
+            return f"no read ever returned {value}"
+        places = sorted({(r["topic"], r["partition"], r["offset"]) for r in rows})
+        where = "; ".join(f"at offset {o} of {t}-{p} by "
+                          + _who(r["process"] for r in rows if (r["topic"], r["partition"],
+                                                                r["offset"]) == (t, p, o))
+                          for t, p, o in places[:4])
+        return f"{value} was read {len(rows)} time(s): {where}"
+
+    def read_after(self, topic: str, partition: int, offset: int) -> str:
+        reads = self.partition_reads(topic, partition)
+        later = reads.filter(pc.greater(reads["offset"], offset))
+        if not len(later):
+            return f"no read returned an offset after {offset} of {topic}-{partition}"
+        lo, hi = pc.min(later["offset"]).as_py(), pc.max(later["offset"]).as_py()
+        processes = pc.unique(later["process"]).to_pylist()
+        return f"offsets {lo}–{hi} of {topic}-{partition} were read by {_who(processes)}"
+
+
+def _by_value(table: pa.Table) -> dict:
+    rows = defaultdict(list)
+    for row in table.to_pylist():
+        rows[row["value"]].append(row)
+    return rows
+
+
+def _outcome(type_: str) -> str:
+    return {"ok": "acknowledged", "info": "indeterminate (info)", "fail": "failed"}.get(
+        type_, type_)
+
+
+def sentence(type_: str, case: dict, evidence: Evidence) -> str:
+    """One case in words."""
+    tp, value, offset = _tp(case), case.get("value"), case.get("offset")
+    if type_ in ("lost-write", "unseen"):
+        parts = [evidence.send(value)]
+        if offset is not None:
+            parts.append(evidence.read_after(case["topic"], case["partition"], offset))
+        if type_ == "unseen" and case.get("end_offset") is not None:
+            parts.append(f"the final reads read {tp} to its end, offset {case['end_offset']}")
+        parts.append(evidence.reads_of(value))
+        return "; ".join(parts)
+    if type_ == "duplicate":
+        places = ", ".join(f"offset {p['offset']} of {p['topic']}-{p['partition']}"
+                           for p in (case.get("places") or [])[:6])
+        return f"value {value} is at {places}; {evidence.send(value)}; " \
+               f"{evidence.reads_of(value)}"
+    if type_ == "inconsistent-offsets":
+        values = case.get("values") or []
+        return f"offset {offset} of {tp} holds {len(values)} values: " + "; ".join(
+            f"{evidence.send(v)}, and {evidence.reads_of(v)}" for v in values[:4])
+    if type_ == "garbage-read":
+        what = f"value {value}" if value is not None else f"undecodable bytes {case.get('raw')!r}"
+        return f"offset {offset} of {tp} was read holding {what}; {evidence.send(value)}" \
+            if value is not None else f"offset {offset} of {tp} was read holding {what}"
+    if type_ == "aborted-read":
+        return f"{evidence.reads_of(value)}; {evidence.send(value)}"
+    if "offsets" in case and "values" in case and case.get("process") is not None:
+        (a, b), (x, y) = case["offsets"][:2], case["values"][:2]
+        return f"in {tp}, process {case['process']}: value {x} at offset {a}, then value {y} " \
+               f"at offset {b}"
+    if type_ == "stale-committed-offset":
+        returned = case.get("returned_offset")
+        return f"group {case['group']} committed offset {case['committed_offset']} of {tp} " \
+               f"(acknowledged); a later fetch of its committed offsets returned " \
+               f"{'none' if returned is None else returned}"
+    if type_ == "group-lost":
+        return f"group {case['group']} committed up to offset {case['committed_offset']} of " \
+               f"{tp}; value {value} at offset {offset} was never delivered to a member " \
+               f"({evidence.reads_of(value)})"
+    if type_ in ("resume-skip", "resume-rewind"):
+        return f"{tp} was given to process {case['process']} of group {case['group']}, whose " \
+               f"committed offset was {case['committed_offset']}; its first read was at " \
+               f"offset {case['first_read_offset']}"
+    return ", ".join(f"{k} {v}" for k, v in case.items() if k != "evidence")

@@ -1,0 +1,165 @@
+"""The report: the sections a run with anomalies, a clean run and an
+unchecked run get; escaping; the size cap and the timeline's cut; a report
+failure that leaves the verdict alone."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import subprocess
+import sys
+
+import pytest
+
+from history_analysis.report import build, write_report, write_report_quietly
+from history_analysis.report.timeline import MAX_OPERATIONS
+from tests.checkers.conftest import Ops
+from tests.history_analysis.report_runs import T, anomalous, clean, write_run
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def section(html: str, anchor: str) -> str:
+    """The text of the section with this id, up to the next section."""
+    start = html.index(f'id="{anchor}"')
+    end = min([i for i in (html.find("<section", start + 1), html.find("<h2", start + 1))
+               if i > 0] or [len(html)])
+    return html[start:end]
+
+
+@pytest.mark.spark
+def test_a_run_with_anomalies_gets_every_section(anomalous_run):
+    results = json.loads((anomalous_run / "results.json").read_text())
+    assert {"lost-write", "duplicate", "unseen", "stale-committed-offset",
+            "garbage-read"} <= set(results["counts"]), results["counts"]
+    html = write_report(anomalous_run).read_text()
+    assert 'class="verdict v-invalid">INVALID' in html
+    verdict = section(html, "verdict")
+    for type_ in results["invalid_types"]:
+        assert f'href="#anomaly-{type_}"' in verdict
+    facts = section(html, "run")
+    for fact in ("kchaos run --seed 7", "no-fsync", "n1, n2, n3", "python 3.11"):
+        assert fact in facts
+    # Each type in words, with its cases and their history excerpts.
+    lost = section(html, "anomaly-lost-write")
+    assert "the record disappeared from the log" in lost
+    assert ("value 2 was sent: acknowledged by process 1 at offset 1 at 0.06 s; "
+            "offsets 2–8 of t-0 were read by processes 5 and 1000000; no read ever returned 2"
+            ) in lost
+    [case] = results["anomalies"]["lost-write"]
+    for index in case["evidence"][:build.EVIDENCE_SHOWN]:
+        assert re.search(rf'<span class="hit">\s*{index}  \{{', lost), index
+    assert "value 7 is at offset 6 of t-0, offset 7 of t-0" in section(html, "anomaly-duplicate")
+    unseen = section(html, "anomaly-unseen")
+    assert "value 20 was sent: acknowledged by process 2 at offset 0" in unseen
+    assert "the final reads read t-1 to its end, offset 0" in unseen
+    assert ("group g committed offset 5 of t-0 (acknowledged); a later fetch of its committed "
+            "offsets returned 3") in section(html, "anomaly-stale-committed-offset")
+    # Faults: the table, the timeline image, availability per fault.
+    faults = section(html, "faults")
+    assert "<td>pause</td><td>n2</td>" in faults
+    assert "<td>start-partition</td><td>n1, n2, n3</td>" in faults
+    assert "Availability per fault" in faults and "pause n2" in faults
+    for name in ("faults", "latency", "throughput", "unseen", "lag", "offsets-0"):
+        assert f'src="plots/{name}.png"' in html
+        assert (anomalous_run / "plots" / f"{name}.png").read_bytes().startswith(PNG)
+    assert "<h3>t-0</h3>" in section(html, "offsets")
+    timeline = section(html, "timeline")
+    assert timeline.count('<div class="op ') == len(anomalous().events) // 2
+    assert 'href="history.jsonl"' in section(html, "files")
+
+
+@pytest.mark.spark
+def test_everything_from_the_history_is_text(anomalous_run):
+    html = write_report(anomalous_run).read_text()
+    assert "<script" not in html.lower()
+    assert "&lt;script&gt;window.pwned = 1;" in html          # the error string, as text
+    garbage = section(html, "anomaly-garbage-read")
+    assert "undecodable bytes &#x27;//48Yj4=&#x27;" in garbage    # raw, escaped
+
+
+def test_a_clean_run_says_what_was_tested(tmp_path):
+    run_dir = write_run(tmp_path / "clean", clean())
+    (run_dir / "results.json").write_text(json.dumps({
+        "valid": True, "counts": {}, "anomalies": {}, "unknown": {}, "errors": [],
+        "invalid_types": [], "allowed_types": []}))
+    html = write_report(run_dir).read_text()
+    assert 'class="verdict v-valid">VALID' in html
+    assert "final reads reached every partition" in section(html, "verdict")
+    assert "<p>None found.</p>" in section(html, "anomalies")
+    assert 'id="offsets"' not in html
+    assert "No fault was asked for in this run." in section(html, "faults")
+
+
+def test_an_unchecked_run_is_reported_as_such(tmp_path):
+    run_dir = write_run(tmp_path / "unchecked", clean())
+    html = write_report(run_dir).read_text()
+    assert 'class="verdict v-unchecked">NOT CHECKED' in html
+    assert f"kchaos check {run_dir}" in html
+    assert (run_dir / "history" / "ops").is_dir()              # ingested on the way
+
+
+def test_the_timeline_is_cut_around_the_anomalies_and_the_page_stays_under_its_cap(
+        tmp_path, monkeypatch):
+    ops = Ops()
+    for i in range(MAX_OPERATIONS + 5_000):
+        ops.send(i % 8, T, 0, i, offsets=[i])
+    run_dir = write_run(tmp_path / "big", ops)
+    lost = ops.events.index(next(e for e in ops.events if e["type"] == "ok"
+                                 and e["value"]["sends"][0]["value"] == 12_000))
+    (run_dir / "results.json").write_text(json.dumps({
+        "valid": False, "counts": {"lost-write": 1}, "invalid_types": ["lost-write"],
+        "allowed_types": [], "unknown": {}, "errors": [],
+        "anomalies": {"lost-write": [{"topic": T, "partition": 0, "value": 12_000,
+                                      "offset": 12_000, "send_type": "ok",
+                                      "evidence": [lost]}]}}))
+    html = write_report(run_dir).read_text()
+    timeline = section(html, "timeline")
+    assert timeline.count('<div class="op ') == MAX_OPERATIONS
+    assert f"{MAX_OPERATIONS:,} operations of {MAX_OPERATIONS + 5_000:,}" in timeline
+    assert f"op {lost}: process" in timeline                    # the evidence is in view
+    assert len(html.encode()) <= build.MAX_BYTES
+    # A smaller cap: the timeline gets what the rest leaves, and says so.
+    monkeypatch.setattr(build, "MAX_BYTES", 600_000)
+    html = write_report(run_dir).read_text()
+    assert len(html.encode()) <= 600_000
+    assert "the page&#x27;s size cap (600,000 bytes) left room for" in html
+    assert f"op {lost}: process" in section(html, "timeline")
+
+
+def test_a_report_that_cannot_be_written_is_logged_and_returns_none(tmp_path, caplog):
+    run_dir = tmp_path / "not-a-run"
+    run_dir.mkdir()
+    (run_dir / "history.jsonl").write_text('{"index": 0, "time": "soon"}\n')
+    with caplog.at_level(logging.ERROR, logger="history_analysis.report"):
+        assert write_report_quietly(run_dir) is None
+    assert f"could not write the report of {run_dir}" in caplog.text
+    assert not (run_dir / "report.html").exists()
+
+
+def test_kchaos_report_writes_a_report_per_run_and_names_bad_ones(tmp_path):
+    good = write_run(tmp_path / "good", clean())
+    done = subprocess.run([sys.executable, "-m", "kchaos", "report", str(good),
+                           str(tmp_path / "missing")], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.startswith(f"{good / 'report.html'} (")
+    assert f"kchaos: error: {tmp_path / 'missing'}: no such run directory" in done.stderr
+    assert (good / "report.html").is_file()
+
+
+@pytest.mark.spark
+def test_a_failing_report_changes_neither_the_verdict_nor_the_exit_code(anomalous_run,
+                                                                        tmp_path):
+    import shutil
+    run_dir = tmp_path / "run"
+    shutil.copytree(anomalous_run, run_dir, ignore=shutil.ignore_patterns("plots", "report*"))
+    (run_dir / "plots").write_text("a file where the plots directory belongs")
+    done = subprocess.run([sys.executable, "-m", "kchaos", "check", str(run_dir)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr                    # invalid, as before
+    assert f"{run_dir}: INVALID" in done.stdout
+    assert (f"report: none (writing it failed; the verdict stands; see the log, or run "
+            f"kchaos report {run_dir})") in done.stdout
+    assert json.loads((run_dir / "results.json").read_text())["valid"] is False
