@@ -6,6 +6,8 @@
 #   make bench    the benchmarks that print docs/performance.md's figures
 #   make validate the validation matrix: every bug switch found, no false alarm,
 #                 and a 10-minute soak of every fault on the correct broker
+#   make validate-generic the generic nemesis's detection power per switch
+#                 (hours; resumable: rerun it to go on where it stopped)
 #   make docker-deps Docker for the docker backend (root): engine, dockerd, offline base
 
 PYTHON ?= python3
@@ -13,7 +15,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: run test test-fast validate example bench system-deps docker-deps clean
+.PHONY: run test test-fast validate validate-generic example bench system-deps docker-deps clean
 
 run: $(STAMP)
 	$(BIN)/kchaos run $(RUN_ARGS)
@@ -29,7 +31,10 @@ test-fast: $(STAMP) docker-deps
 	$(BIN)/python -m pytest $(PARALLEL) -m "not slow" $(PYTEST_ARGS)
 
 validate: $(STAMP)
-	$(BIN)/kchaos validate --soak 10 --table-out store/validation.md $(VALIDATE_ARGS)
+	$(BIN)/kchaos validate --soak 10 --write-docs --table-out store/validation.md $(VALIDATE_ARGS)
+
+validate-generic: $(STAMP)
+	$(BIN)/kchaos validate --generic --write-docs --table-out store/validation-generic.md $(VALIDATE_ARGS)
 
 example: $(STAMP)
 	$(BIN)/kchaos validate-history examples/queue-sample

@@ -25,7 +25,7 @@ from typing import Protocol, runtime_checkable
 
 from cluster.db import ExternalDB
 from cluster.node import Node
-from cluster.readiness import metadata_problem, partition_state
+from cluster.readiness import group_coordinator_id, metadata_problem, partition_state
 
 # $0 is --broker-start's command line, run by sh with its output appended
 # to broker-start.log in the node's working directory.
@@ -145,6 +145,10 @@ class AttachedDB(ExternalDB):
     def in_sync(self, topic: str, partition: int) -> list[Node] | None:
         state = partition_state(self.bootstrap, topic, partition)
         return None if state is None else [n for n in map(self._node_by_id, state[1]) if n]
+
+    def group_coordinator(self, group: str) -> Node | None:
+        found = group_coordinator_id(self.bootstrap, group)
+        return None if found is None else self._node_by_id(found)
 
     def _node_by_id(self, node_id: int) -> Node | None:
         """Nodes are named in node-id order (--docker-containers c1,c2,... or

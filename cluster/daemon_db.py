@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path, PurePath
 
 from cluster.node import Node
-from cluster.readiness import metadata_problem, partition_state
+from cluster.readiness import group_coordinator_id, metadata_problem, partition_state
 
 LOG_TAIL_LINES = 15
 
@@ -115,6 +115,13 @@ class DaemonDB:
         """The nodes in topic-partition's ISR by Metadata (None: no answer)."""
         state = self._partition_state(topic, partition)
         return None if state is None else [n for n in map(self._by_id, state[1]) if n]
+
+    def group_coordinator(self, group: str) -> Node | None:
+        """The node coordinating group (FindCoordinator; None: no answer)."""
+        running = [n for n in self.nodes if n.is_running(self.broker_daemon)]
+        found = group_coordinator_id(",".join(f"{n.address}:{self.port}" for n in running),
+                                     group) if running else None
+        return None if found is None else self._by_id(found)
 
     def _partition_state(self, topic: str, partition: int):
         running = [n for n in self.nodes if n.is_running(self.broker_daemon)]

@@ -72,6 +72,9 @@ class Primary(Protocol):
     def controller_node(self) -> Node | None:
         """The node hosting the active controller."""
 
+    def group_coordinator(self, group: str) -> Node | None:
+        """The node coordinating a consumer group now (None: no answer)."""
+
 
 @runtime_checkable
 class LogFiles(Protocol):
@@ -131,29 +134,40 @@ class ReferenceDB(DaemonDB):
             node.run(["rm", "-rf", data])
         node.run(["rm", "-rf", str(node.workdir / "controller"),
                   str(node.workdir / "broker.log"), str(node.workdir / "controller.log")])
-        if self._is_controller_node(node):
+        self.start(node)
+
+    # Kill and pause hit the node, every daemon on it: on the controller's
+    # node the controller too, so the controller is a fault target like any
+    # broker (a restarted one replays its metadata.log; brokers wait for it).
+
+    def start(self, node: Node) -> None:
+        if self._is_controller_node(node) and not node.is_running(CONTROLLER):
             self._check_port_free(node, self.controller_port)
             node.start_daemon(CONTROLLER, self._controller_argv(node),
                               log=node.workdir / "controller.log")
             self._expected.add((node.name, CONTROLLER))
-        self.start(node)
-
-    def start(self, node: Node) -> None:
         if node.is_running(BROKER):
             return
         self._check_port_free(node, self.port)
         node.start_daemon(BROKER, self._broker_argv(node), log=node.workdir / "broker.log")
         self._expected.add((node.name, BROKER))
 
+    def alive(self, node: Node) -> bool:
+        """Every daemon of the node runs (heal-all starts what does not)."""
+        return all(node.is_running(daemon) for daemon in self.daemons_on(node))
+
     def kill(self, node: Node) -> None:
-        self._expected.discard((node.name, BROKER))
-        node.stop_daemon(BROKER, sig=signal.SIGKILL)
+        for daemon in self.daemons_on(node):
+            self._expected.discard((node.name, daemon))
+            node.stop_daemon(daemon, sig=signal.SIGKILL)
 
     def pause(self, node: Node) -> None:
-        node.signal(BROKER, signal.SIGSTOP)
+        for daemon in self.daemons_on(node):
+            node.signal(daemon, signal.SIGSTOP)
 
     def resume(self, node: Node) -> None:
-        node.signal(BROKER, signal.SIGCONT)
+        for daemon in reversed(self.daemons_on(node)):     # the controller first
+            node.signal(daemon, signal.SIGCONT)
 
     # -- inside ------------------------------------------------------------
 

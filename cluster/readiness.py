@@ -40,3 +40,17 @@ def partition_state(bootstrap: str, topic: str, partition: int,
     except Exception:  # noqa: BLE001 — KafkaException, KeyError: nobody knows
         return None
     return (state.leader if state.leader >= 0 else None), list(state.isrs)
+
+
+def group_coordinator_id(bootstrap: str, group: str, timeout: float = 5.0) -> int | None:
+    """The node id coordinating `group`, as FindCoordinator answers it (the
+    group need not exist yet: its coordinator is fixed by its name); None
+    when nobody answered within timeout."""
+    from confluent_kafka.admin import AdminClient
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 3000,
+                             "log_level": 2})
+        future = admin.describe_consumer_groups([group], request_timeout=timeout)[group]
+        return future.result(timeout=timeout).coordinator.id
+    except Exception:  # noqa: BLE001 — KafkaException, a timeout: nobody knows
+        return None

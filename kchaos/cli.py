@@ -289,61 +289,6 @@ def _on_run_dir(verb: str, action, run_dir: Path) -> None:
         sys.exit(EXIT_BAD_INPUT)
 
 
-@cli.command("validate")
-@click.option("--switch", "switches", multiple=True, metavar="NAME",
-              help="Validate only this bug switch (repeatable; default: every recipe).")
-@click.option("--fast", is_flag=True, help="Only the recipes of make test's fast subset.")
-@click.option("--soak", type=float, default=0.0, show_default=True, metavar="MINUTES",
-              help="Also run every fault together on the correct broker for MINUTES.")
-@click.option("--store", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("store"), show_default=True, help="Where run directories go.")
-@click.option("--table-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Also write the table (Markdown) to this file.")
-@click.option("--subnet", default=DEFAULT_SUBNET, show_default=True,
-              help="The nodes' subnet, as for `kchaos run`: runs at the same time on one "
-              "machine need different subnets.")
-@spark_options
-def validate_command(switches, fast, soak, store, table_out, subnet, spark_master,
-                     spark_conf) -> None:
-    """The validation matrix: every bug switch's recipe (docs/validation.md)
-    with the switch on must show its anomaly within the recipe's seeded
-    attempts, and the same seeds with it off must be valid. Prints a
-    table; exit 0 when every switch was found with no false alarm (and the
-    soak valid), 1 otherwise.
-    """
-    from kchaos.validate import format_table, selected, soak_config, validate_recipe
-    from kchaos.run import run_and_check
-    from kchaos.progress import Progress
-    try:
-        recipes = selected(list(switches), fast)
-    except ValueError as e:
-        raise BadInput(str(e)) from None
-    store.mkdir(parents=True, exist_ok=True)
-    spark = _spark(spark_master, spark_conf, store / ".spark")
-    rows = []
-    for recipe in recipes:
-        click.echo(f"validating {recipe.switch} ...")
-        rows.append(validate_recipe(recipe, spark, store, subnet=subnet))
-        click.echo(format_table(rows[-1:]).splitlines()[-1])
-    table = format_table(rows)
-    lines = ["", table]
-    soak_ok = True
-    if soak > 0:
-        config = soak_config(minutes=soak, seed=1, store=store, subnet=subnet)
-        result = run_and_check(config, spark,
-                               progress=Progress.for_terminal())
-        soak_ok = result.valid is True
-        found = ", ".join(f"{t} {n}" for t, n in sorted(result.counts.items()) if n)
-        lines.append(f"\nsoak, {soak:g} min, every fault, correct broker: "
-                     f"{'valid' if soak_ok else 'INVALID'}"
-                     f"{' (' + found + ')' if found else ''} — {result.run_dir}")
-    click.echo("\n".join(lines))
-    if table_out is not None:
-        table_out.write_text("\n".join(lines).strip() + "\n")
-    if not soak_ok or not all(row.ok for row in rows):
-        sys.exit(EXIT_INVALID)
-
-
 @cli.command("broker", context_settings={"ignore_unknown_options": True,
                                          "allow_extra_args": True, "help_option_names": []},
              add_help_option=False)
@@ -399,9 +344,11 @@ def _print_counts(counts: dict) -> None:
 
 
 from kchaos.cli_report import report_command, serve_command  # noqa: E402 — needs BadInput
+from kchaos.cli_validate import validate_command  # noqa: E402 — needs BadInput
 
 cli.add_command(report_command)
 cli.add_command(serve_command)
+cli.add_command(validate_command)
 
 
 class Terminated(KeyboardInterrupt):

@@ -102,11 +102,11 @@ class Cluster:
             raise
         return self.db.bootstrap_servers()
 
-    def view(self, topics: list[str]):
+    def view(self, topics: list[str], groups: list[str] = ()):
         """What the nemesis acts on."""
         from nemesis.core import Cluster as Target
         return Target(self.nodes, self.db, self.db.bootstrap_servers(), topics,
-                      self.config.workload.partitions)
+                      self.config.workload.partitions, list(groups))
 
     def crashed(self) -> list[str]:
         """Nodes whose broker died unasked — crashed, or killed by someone

@@ -105,7 +105,8 @@ class TestConfig:
     nemesis: list[str] = setting(
         default_factory=list, comma=True, metavar="FAULT[,FAULT...]",
         help="Faults on a seeded schedule: partition, pause, kill, restart-all, disk, "
-             "packet-loss.", default_text="none")
+             "packet-loss; power-loss (opt-in: unsynced writes lost on a majority or on "
+             "every node at once).", default_text="none")
     nemesis_interval: float = setting(10.0, "Mean seconds between fault starts (and a fault's "
                                       "mean duration).", metavar="S")
     fault_targets: list[str] = setting(
@@ -142,7 +143,8 @@ class TestConfig:
     def disk_gate(self) -> bool:
         """Whether the brokers' data directories sit on disk gates
         (nemesis/disk): for disk faults, scheduled or scripted."""
-        if "disk" in self.nemesis:
+        from nemesis.schedule import DISK_KINDS
+        if DISK_KINDS & set(self.nemesis):
             return True
         from kchaos.recipes import DISK_SCRIPTS
         return self.nemesis_script in DISK_SCRIPTS

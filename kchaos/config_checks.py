@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from kchaos.config import BACKENDS, DBS, TestConfig
+from nemesis.schedule import DISK_KINDS
 
 NETWORK_FAULTS = frozenset({"partition", "packet-loss"})
 PROCESS_FAULTS = frozenset({"pause", "kill", "restart-all"})
@@ -106,7 +107,7 @@ def _nemesis(config: TestConfig) -> list[tuple[str, str]]:
                 and not config.docker_containers:
             found.append(("nemesis", "pause and kill faults on an external cluster's hosts "
                           "need --broker-process PATTERN (and --broker-start CMD to restart)"))
-        if "disk" in kinds:
+        if kinds & DISK_KINDS:
             found.append(("nemesis", "disk faults put a disk gate under the broker's data "
                           "before it starts: use --db reference or --db command"))
     backend = config.node_backend()

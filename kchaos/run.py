@@ -60,6 +60,7 @@ class RunOutcome:
     nemesis: list[dict] = field(default_factory=list)       # the faults as realised
     heal_problems: list[str] = field(default_factory=list)
     nemesis_error: str | None = None
+    precondition_unmet: str | None = None                  # a nemesis script's (runner.Unmet)
     final_reads_ended: float | None = None                 # time.monotonic()
     checked: object = None                                 # what run_test's check returned
 
@@ -127,7 +128,7 @@ def run_test(config: TestConfig, progress: Progress | None = None,
             spark.start()
         outcome.bootstrap = cluster.start()
         if cluster.nodes:
-            nemesis = Nemesis(cluster.view(topics), None, seed=config.seed)
+            nemesis = Nemesis(cluster.view(topics, groups), None, seed=config.seed)
             outcome.heal_problems += heal_all(nemesis.cluster)     # a clean start
         create_topics(outcome.bootstrap, topics, workload.partitions,
                       workload.replication_factor, workload.topic_config)
@@ -173,6 +174,7 @@ def run_test(config: TestConfig, progress: Progress | None = None,
                                    "bootstrap": outcome.bootstrap, "nemesis": outcome.nemesis,
                                    "heal_problems": outcome.heal_problems,
                                    "nemesis_error": outcome.nemesis_error,
+                                   "precondition_unmet": outcome.precondition_unmet,
                                    "seconds": round(time.monotonic() - clock, 1)})
         # The history and the outcome are complete: the check needs no
         # cluster, so it runs while the nodes are torn down.
@@ -257,6 +259,7 @@ def run_main_phase(config: TestConfig, target: Target, history: HistoryWriter,
         thread.finish()
         if thread.error is not None:
             outcome.nemesis_error = f"{type(thread.error).__name__}: {thread.error}"
+        outcome.precondition_unmet = thread.unmet
 
 
 def write_test_json(run_dir: Path, config: TestConfig, started: datetime,

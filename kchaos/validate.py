@@ -28,21 +28,29 @@ from kchaos.run import RunResult, run_and_check
 SOAK_NEMESES = ["partition", "pause", "kill", "restart-all", "disk", "packet-loss"]
 
 
+CLEAN_RUNS = 3          # conclusive runs with the switch off a switch needs
+EXTRA_TRIES = 3         # inconclusive runs tolerated on each side before giving up
+
+
 @dataclass
 class Row:
     switch: str
     expected: list[str]
-    attempts: int
-    detected_in: int | None = None          # the ON run (1-based) that found it
+    attempts: int                           # conclusive runs allowed to find it
+    detected_in: int | None = None          # the conclusive ON run (1-based) that found it
     on_seconds: list[float] = field(default_factory=list)
     found: dict[str, int] = field(default_factory=dict)     # counts of the detecting run
-    clean_runs: int = 0
+    clean_runs: int = 0                     # conclusive OFF runs
+    clean_needed: int = CLEAN_RUNS
     false_alarms: list[str] = field(default_factory=list)   # "seed 2: lost-write 3"
+    inconclusive: list[str] = field(default_factory=list)   # "on, seed 3: <precondition>"
+    failures: list[str] = field(default_factory=list)       # the recipe itself broke
     run_dirs: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.detected_in is not None and not self.false_alarms
+        return (self.detected_in is not None and not self.false_alarms and not self.failures
+                and self.clean_runs >= self.clean_needed)
 
 
 def recipe_config(recipe: Recipe, *, on: bool, seed: int, store: Path,
@@ -54,31 +62,65 @@ def recipe_config(recipe: Recipe, *, on: bool, seed: int, store: Path,
 
 
 def validate_recipe(recipe: Recipe, spark, store: Path, *, first_seed: int = 1,
+                    clean_runs: int = CLEAN_RUNS, extra_tries: int = EXTRA_TRIES,
                     progress: Progress | None = None, subnet: str = DEFAULT_SUBNET) -> Row:
+    """The switch ON with seeds first_seed, first_seed + 1, ... until a
+    conclusive run shows a sign of it or `recipe.attempts` conclusive runs
+    did not; then OFF from first_seed until `clean_runs` conclusive runs.
+    A run is conclusive when the recipe's script reached every
+    precondition it states (nemesis/runner.py, Unmet); an inconclusive run
+    is retried with the next seed (at most `extra_tries` of them per side)
+    and never counts as a detection or a clean run. A recipe whose nemesis
+    raised or whose fault did not apply is a failure of the recipe."""
     signs = {*recipe.expected, *([_error_sign(recipe)] if recipe.error else [])}
-    row = Row(recipe.switch, sorted(signs), recipe.attempts)
-    seeds = []
-    for attempt in range(recipe.attempts):
-        seed = first_seed + attempt
-        seeds.append(seed)
+    row = Row(recipe.switch, sorted(signs), recipe.attempts, clean_needed=clean_runs)
+
+    def conclusive(result: RunResult, side: str, seed: int) -> bool:
+        row.run_dirs.append(str(result.run_dir))
+        broke = failure(result)
+        if broke:
+            row.failures.append(f"{side}, seed {seed}: {broke}")
+        elif result.outcome.precondition_unmet:
+            row.inconclusive.append(f"{side}, seed {seed}: {result.outcome.precondition_unmet}")
+        return not broke and not result.outcome.precondition_unmet
+
+    tried, seed, on_runs = 0, first_seed, 0
+    while row.detected_in is None and on_runs < recipe.attempts \
+            and tried < recipe.attempts + extra_tries:
         started = time.monotonic()
         result = _run(recipe, True, seed, store, spark, progress, subnet)
         row.on_seconds.append(round(time.monotonic() - started, 1))
-        row.run_dirs.append(str(result.run_dir))
+        tried, seed = tried + 1, seed + 1
+        if not conclusive(result, "on", seed - 1):
+            continue
+        on_runs += 1
         found = _findings(recipe, result)
         if set(found) & signs:
-            row.detected_in = attempt + 1
-            row.found = found
-            break
-    for seed in seeds:
+            row.detected_in, row.found = on_runs, found
+    tried, seed = 0, first_seed
+    while row.clean_runs < clean_runs and tried < clean_runs + extra_tries:
         result = _run(recipe, False, seed, store, spark, progress, subnet)
-        row.run_dirs.append(str(result.run_dir))
+        tried, seed = tried + 1, seed + 1
+        if not conclusive(result, "off", seed - 1):
+            continue
         row.clean_runs += 1
         found = _findings(recipe, result)
         if result.valid is not True or (recipe.error and _error_sign(recipe) in found):
             listed = ", ".join(f"{t} {n}" for t, n in found.items())
-            row.false_alarms.append(f"seed {seed}: {result.valid} ({listed or 'no anomaly'})")
+            row.false_alarms.append(f"seed {seed - 1}: {result.valid} ({listed or 'no anomaly'})")
     return row
+
+
+def failure(result: RunResult) -> str | None:
+    """Why the recipe itself broke in this run: its nemesis raised, or a
+    fault it started did not apply (None: neither)."""
+    if result.outcome.nemesis_error:
+        return f"the nemesis raised: {result.outcome.nemesis_error}"
+    failed = [e for e in result.outcome.nemesis if e.get("type") == "fail"]
+    if failed:
+        return "; ".join(f"{e['f']} did not apply: {e.get('error') or 'no error given'}"
+                         for e in failed)
+    return None
 
 
 def _error_sign(recipe: Recipe) -> str:
@@ -133,18 +175,43 @@ def selected(switches: list[str], fast: bool) -> list[Recipe]:
 
 
 def format_table(rows: list[Row]) -> str:
-    """A Markdown table: one line per switch."""
+    """A Markdown table: one line per switch. "runs needed" counts
+    conclusive runs; inconclusive ones and the recipe's own failures have
+    columns of their own, never counted as found or clean."""
     lines = ["| switch | expected | detected | runs needed | time per run (s) | "
-             "clean runs valid | found (detecting run) |",
-             "|---|---|---|---|---|---|---|"]
+             "clean runs valid | inconclusive (not counted) | found (detecting run) |",
+             "|---|---|---|---|---|---|---|---|"]
     for row in rows:
         detected = "yes" if row.detected_in else "**no**"
+        if row.failures:
+            detected += " — **recipe failed**: " + "; ".join(row.failures)
         needed = f"{row.detected_in} of {row.attempts}" if row.detected_in \
             else f"— of {row.attempts}"
         seconds = ", ".join(f"{s:.0f}" for s in row.on_seconds)
         clean = f"{row.clean_runs - len(row.false_alarms)}/{row.clean_runs}" + \
+            (f" (**{row.clean_needed} needed**)" if row.clean_runs < row.clean_needed else "") + \
             ("" if not row.false_alarms else " — " + "; ".join(row.false_alarms))
+        inconclusive = "; ".join(row.inconclusive) or "none"
         found = ", ".join(f"{t} {n}" for t, n in row.found.items()) or "—"
         lines.append(f"| `{row.switch}` | {', '.join(row.expected)} | {detected} | {needed} | "
-                     f"{seconds} | {clean} | {found} |")
+                     f"{seconds} | {clean} | {inconclusive} | {found} |")
     return "\n".join(lines)
+
+
+def write_docs_table(lines: list[str], *, full: bool) -> Path:
+    """The table (and the soak's line) into docs/validation.md, stamped
+    with the commit: the whole matrix into its block, a subset into a
+    block of its own, so a partial run never passes for the matrix."""
+    from kchaos.measured import DOCS, machine, stamp, write_block
+    page = DOCS / "validation.md"
+    text = "\n".join(lines).strip() + f"\n\n({stamp()}; {machine()}.)"
+    write_block(page, "recipe-matrix" if full else "recipe-subset", text)
+    return page
+
+
+def write_generic_table(table: str) -> Path:
+    """The generic nemesis's table (kchaos/generic.py) into docs/validation.md."""
+    from kchaos.measured import DOCS, stamp, write_block
+    page = DOCS / "validation.md"
+    write_block(page, "generic-matrix", f"{table}\n\n({stamp()}.)")
+    return page

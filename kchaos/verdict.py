@@ -1,7 +1,8 @@
 """What a run's own outcome (test.json, written by `kchaos run`) says about
 its verdict: a run whose broker died unasked, whose heal failed, whose
-nemesis raised, or whose nemesis was asked for faults and applied none did
-not test what it was meant to. None of that is in the history, so the
+nemesis raised, whose nemesis script's precondition did not happen, or
+whose nemesis was asked for faults and applied none did not test what it
+was meant to. None of that is in the history, so the
 checkers cannot see it; each becomes an `unknown` entry (with a one-line
 `summary` and a `reason`), as checkers/coverage.py's do for what the
 history shows.
@@ -43,6 +44,13 @@ def outcome_unknowns(run_dir: Path) -> dict[str, dict]:
             "reason": "the nemesis stopped with an error, so the faults after it were never "
                       f"applied: {outcome['nemesis_error']}",
             "error": outcome["nemesis_error"]}
+    if outcome.get("precondition_unmet"):
+        unknown["precondition-unmet"] = {
+            "summary": "the nemesis script's precondition did not happen",
+            "reason": "the cluster never reached the state the nemesis script needed, so "
+                      "the run did not test the fault it was written for: "
+                      f"{outcome['precondition_unmet']}",
+            "precondition": outcome["precondition_unmet"]}
     asked = bool(test.get("nemesis_plan")) or bool((test.get("config") or {}).get(
         "nemesis_script"))
     applied = [e for e in outcome.get("nemesis") or []

@@ -19,8 +19,10 @@ from typing import Protocol, runtime_checkable
 from cluster.node import Node
 
 # --fault-targets: how many and which nodes a pause, kill, disk or
-# packet-loss fault hits.
-TARGETS = ("one", "minority", "majority", "all", "leader")
+# packet-loss fault hits. The roles after "all" are resolved from the
+# cluster's state when the fault starts.
+TARGETS = ("one", "minority", "majority", "all", "leader", "follower", "leader-and-follower",
+           "controller", "coordinator")
 
 
 class FaultError(RuntimeError):
@@ -36,6 +38,7 @@ class Cluster:
     bootstrap: str = ""
     topics: list[str] = field(default_factory=list)
     partitions: int = 1
+    groups: list[str] = field(default_factory=list)    # the workload's consumer groups
 
     def node(self, name: str) -> Node:
         for node in self.nodes:
@@ -65,13 +68,24 @@ class Cluster:
         controller = getattr(self.db, "controller_node", None)
         return None if controller is None else controller()
 
+    def coordinator(self, group: str) -> Node | None:
+        """The node coordinating `group` (FindCoordinator), if the DB says."""
+        coordinator = getattr(self.db, "group_coordinator", None)
+        return None if coordinator is None else coordinator(group)
+
 
 def choose_targets(cluster: Cluster, spec: str | Sequence[str], rng: random.Random, *,
                    partition: int | None = None) -> list[Node]:
     """Nodes for a target spec: one of TARGETS, or a list of node names.
     `minority` is at least one and fewer than half; `majority` more than
-    half; `leader` the leader of the first topic's `partition` (drawn by rng
-    when not given), and a random node when there is none."""
+    half. The roles are those of the first topic's `partition` (drawn by
+    rng when not given): `leader`; `follower`, one of its in-sync
+    followers; `leader-and-follower`, both, as a correlated crash of the
+    leader and a replica that could take over; `controller`, the node of the
+    active controller; `coordinator`, the coordinator of one of the
+    workload's groups. A role nobody holds right now (no leader, no
+    answer) falls back to a random node, so the fault still happens; the
+    history records the nodes hit."""
     nodes = list(cluster.nodes)
     if not isinstance(spec, str):
         return [cluster.node(name) for name in spec]
@@ -84,11 +98,23 @@ def choose_targets(cluster: Cluster, spec: str | Sequence[str], rng: random.Rand
         return rng.sample(nodes, n // 2 + 1)
     if spec == "all":
         return nodes
-    if spec == "leader":
+    if spec in ("leader", "follower", "leader-and-follower"):
         if partition is None:
             partition = rng.randrange(max(1, cluster.partitions))
         leader = cluster.leader(partition=partition)
-        return [leader] if leader is not None else [rng.choice(nodes)]
+        others = sorted((m for m in cluster.in_sync(partition=partition) or []
+                         if leader is None or m.name != leader.name), key=lambda m: m.name)
+        follower = rng.choice(others) if others else None
+        chosen = {"leader": [leader], "follower": [follower],
+                  "leader-and-follower": [leader, follower]}[spec]
+        return [m for m in chosen if m is not None] or [rng.choice(nodes)]
+    if spec == "controller":
+        controller = cluster.controller()
+        return [controller] if controller is not None else [rng.choice(nodes)]
+    if spec == "coordinator":
+        coordinator = cluster.coordinator(rng.choice(cluster.groups)) if cluster.groups \
+            else None
+        return [coordinator] if coordinator is not None else [rng.choice(nodes)]
     raise ValueError(f"targets={spec!r}: choose one of {', '.join(TARGETS)} or a list of "
                      f"node names")
 

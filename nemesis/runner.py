@@ -25,6 +25,14 @@ log = logging.getLogger("nemesis")
 PROCESS = -1
 
 
+class Unmet(Exception):
+    """A script's precondition did not happen: the cluster never reached
+    the state the script needs, or the main phase ended first. The run
+    could not test what it meant to: its verdict is `unknown`
+    (kchaos/verdict.py), and the validation matrix counts it as
+    inconclusive, neither a detection nor a clean run."""
+
+
 class Nemesis:
     def __init__(self, cluster: Cluster, history, *, seed: int = 0):
         self.cluster = cluster
@@ -78,6 +86,11 @@ class Nemesis:
             entry = {"f": f, "type": type, "value": value, **({"error": error} if error else {})}
             self.realised.append(entry)
 
+    def require(self, holds: object, what: str) -> None:
+        """A script's precondition: raise Unmet(what) unless it holds."""
+        if not holds:
+            raise Unmet(what + (" (the main phase ended first)" if self.done.is_set() else ""))
+
     # -- time --------------------------------------------------------------
 
     def sleep(self, seconds: float) -> bool:
@@ -103,12 +116,14 @@ Script = Callable[[Nemesis], None]
 class NemesisThread:
     """Runs script(nemesis) beside the workload; `finish` ends the script's
     waits and joins it. An exception in a script is kept for the run's
-    outcome, never raised into the workload."""
+    outcome (an unmet precondition apart from an error), never raised into
+    the workload."""
 
     def __init__(self, nemesis: Nemesis, script: Script):
         self.nemesis = nemesis
         self.script = script
         self.error: BaseException | None = None
+        self.unmet: str | None = None       # the precondition that did not happen
         self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
 
     def start(self) -> None:
@@ -117,6 +132,9 @@ class NemesisThread:
     def _run(self) -> None:
         try:
             self.script(self.nemesis)
+        except Unmet as e:
+            log.warning("the nemesis script's precondition did not happen: %s", e)
+            self.unmet = str(e)
         except BaseException as e:  # noqa: BLE001 — reported by the run
             log.exception("the nemesis script failed")
             self.error = e

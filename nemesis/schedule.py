@@ -15,6 +15,17 @@ bugs (it does not fsync; KIP-966's eligible leader replicas address it),
 and a schedule should find bugs, not that design. So a lose-unsynced fault
 starts only after a quiet interval with no other fault, hits one node, and
 nothing else starts until an interval after it is over.
+
+`power-loss` (opt-in, never in a default mix) is that fault on a majority
+or on every node at once: a correlated power loss. It loses acknowledged
+records on a correct Kafka too, which acknowledges before fsync, unless
+the topic syncs each write (`flush.messages=1`); a run that includes it
+tests that setting, not the broker's replication.
+
+The mix varies with time, as Bufstream's Jepsen suite runs it: the run is
+cut into periods of PERIOD intervals, each with its own random subset of
+the kinds asked for, and about a quarter of the periods (never the first)
+have no fault at all, so recovery gets tested as much as failure.
 """
 
 from __future__ import annotations
@@ -25,7 +36,10 @@ from dataclasses import asdict, dataclass
 
 from nemesis.core import TARGETS, Fault
 
-NEMESES = ("partition", "pause", "kill", "restart-all", "disk", "packet-loss")
+NEMESES = ("partition", "pause", "kill", "restart-all", "disk", "packet-loss", "power-loss")
+DISK_KINDS = frozenset({"disk", "power-loss"})     # their brokers' data on disk gates
+PERIOD = 4              # intervals per period of one fault mix
+QUIET_SHARE = 0.25      # the share of periods with no fault
 PARTITION_KINDS = ("halves", "random-halves", "isolate-one", "isolate-leader",
                    "majorities-ring", "bridge", "one-way")
 DISK_MODES = ("stall", "errors", "lose-unsynced")
@@ -50,11 +64,13 @@ def plan(nemeses: list[str], *, interval: float, duration: float, seed: int,
     and start 0.5–1.5 intervals apart."""
     check(nemeses, targets, interval)
     rng = random.Random(f"nemesis-{seed}")
+    mixes = _mixes(nemeses, rng, int(duration // (PERIOD * interval)) + 1)
     steps: list[Step] = []
     busy_until: dict[str, float] = {}       # kind → when its active fault stops
     t, quiet_from = interval, 0.0
     while t < duration:
-        free = [n for n in nemeses if busy_until.get(n, 0.0) <= t]
+        mix = mixes[int(t // (PERIOD * interval))]
+        free = [n for n in mix if busy_until.get(n, 0.0) <= t]
         if free:
             name = rng.choice(free)
             fault = describe(name, rng, targets)
@@ -81,6 +97,19 @@ def plan(nemeses: list[str], *, interval: float, duration: float, seed: int,
     return sorted(steps, key=lambda s: (s.at, s.action != "stop", s.id))
 
 
+def _mixes(nemeses: list[str], rng: random.Random, periods: int) -> list[list[str]]:
+    """Each period's kinds: none in about QUIET_SHARE of them (never the
+    first), else a random non-empty subset, in the order asked."""
+    mixes = []
+    for period in range(periods):
+        if period and rng.random() < QUIET_SHARE:
+            mixes.append([])
+        else:
+            chosen = set(rng.sample(nemeses, rng.randint(1, len(nemeses))))
+            mixes.append([n for n in nemeses if n in chosen])
+    return mixes
+
+
 def describe(name: str, rng: random.Random, targets: list[str]) -> dict:
     """A fault of kind `name` as plain data, its choices drawn from rng."""
     if name == "partition":
@@ -95,6 +124,9 @@ def describe(name: str, rng: random.Random, targets: list[str]) -> dict:
         mode = rng.choice(DISK_MODES)
         return {"fault": "disk", "mode": mode,
                 "targets": "one" if mode == "lose-unsynced" else rng.choice(targets)}
+    if name == "power-loss":
+        return {"fault": "disk", "mode": "lose-unsynced",
+                "targets": rng.choice(["majority", "all"])}
     if name == "packet-loss":
         return {"fault": "packet-loss", "targets": rng.choice(targets),
                 "probability": rng.choice(LOSS_PROBABILITIES)}

@@ -66,6 +66,7 @@ def stall_acks(nemesis) -> None:
     its acks=all answer waits for the followers and times out, and the
     producer retries the same batch (same sequence) to the same leader,
     which must answer with the original offsets (KIP-98)."""
+    stalls = 0
     while nemesis.sleep(4):
         leader = _whole_isr(nemesis)
         if leader is None:
@@ -73,9 +74,11 @@ def stall_acks(nemesis) -> None:
         pause = PauseFault(_others(nemesis, leader))
         nemesis.start(pause)
         if not nemesis.sleep(5):
-            return
+            break
         nemesis.stop(pause)
+        stalls += 1
         nemesis.until(lambda: _whole_isr(nemesis) is not None, 20)
+    nemesis.require(stalls, "a whole ISR whose followers were paused for 5 s, at least once")
 
 
 def lose_unreplicated_commits(nemesis) -> None:
@@ -84,6 +87,7 @@ def lose_unreplicated_commits(nemesis) -> None:
     elected (the ISR is still whole) and replays its own log. Kafka answers
     a commit only once the ISR has it (GroupMetadataManager.appendForGroup,
     requiredAcks=-1)."""
+    failovers = 0
     while nemesis.sleep(4):
         coordinator = _whole_isr(nemesis, OFFSETS_TOPIC)
         if coordinator is None:
@@ -91,21 +95,24 @@ def lose_unreplicated_commits(nemesis) -> None:
         pause, kill = PauseFault(_others(nemesis, coordinator)), KillFault([coordinator.name])
         nemesis.start(pause)
         if not nemesis.sleep(2.5):
-            return
+            break
         nemesis.start(kill)
         nemesis.stop(pause)
+        failovers += 1
         # The controller fences the dead coordinator after its session
         # timeout; the consumers then meet the new one.
         if not nemesis.sleep(15):
-            return
+            break
         nemesis.stop(kill)
         nemesis.until(lambda: _whole_isr(nemesis, OFFSETS_TOPIC) is not None, 30)
+    nemesis.require(failovers, "a coordinator killed with its followers paused, at least once")
 
 
 def fail_over_coordinator(nemesis) -> None:
     """Kill the group coordinator once its partition holds well over
     offsets.load.buffer.size bytes of commits (KAFKA-5600's loader read
     one buffer only), restart it 12 s later."""
+    failovers = 0
     while nemesis.sleep(8):
         coordinator = _whole_isr(nemesis, OFFSETS_TOPIC)
         if coordinator is None:
@@ -113,9 +120,11 @@ def fail_over_coordinator(nemesis) -> None:
         kill = KillFault([coordinator.name])
         nemesis.start(kill)
         if not nemesis.sleep(12):
-            return
+            break
         nemesis.stop(kill)
+        failovers += 1
         nemesis.until(lambda: _whole_isr(nemesis, OFFSETS_TOPIC) is not None, 30)
+    nemesis.require(failovers, "a coordinator killed for 12 s, at least once")
 
 
 def truncate_under_readers(nemesis) -> None:
@@ -139,26 +148,26 @@ def truncate_under_readers(nemesis) -> None:
     what the new leader wrote there, fix or no fix."""
     leader = settled(nemesis, 3)
     coordinator = nemesis.cluster.leader(OFFSETS_TOPIC)
-    if leader is None or coordinator is None or coordinator.name == leader.name:
-        return
+    nemesis.require(leader and coordinator and coordinator.name != leader.name,
+                    "partition 0 settled, 3 replicas in its ISR, led by a node that is not "
+                    "the group coordinator")
     a, b = leader.name, coordinator.name
     [c] = [name for name in order(nemesis, leader) if name not in (a, b)]
     lagging = BrokerLinkCut(b, [a, c])
     nemesis.start(lagging)
-    if not nemesis.until(lambda: isr(nemesis) == sorted([a, c])
-                         and isr(nemesis, OFFSETS_TOPIC) == [b], 20) \
-            or not acknowledged(nemesis, 100, 20):
-        return
+    nemesis.require(nemesis.until(lambda: isr(nemesis) == sorted([a, c])
+                                  and isr(nemesis, OFFSETS_TOPIC) == [b], 20),
+                    "B out of partition 0's ISR and alone in the coordinator's within 20 s")
+    nemesis.require(acknowledged(nemesis, 100, 20), "100 sends committed by A and C")
     held = BrokerLinkCut(a, [c])
     nemesis.start(held)
-    if not nemesis.sleep(READ_UP_S):
-        return
+    nemesis.require(nemesis.sleep(READ_UP_S), f"{READ_UP_S} s of reads up to the held mark")
     crash = KillFault([a, c])
     nemesis.start(crash)
     nemesis.stop(held)
     nemesis.stop(lagging)
-    if not nemesis.until(lambda: leads(nemesis, b), 20) or not nemesis.sleep(8):
-        return
+    nemesis.require(nemesis.until(lambda: leads(nemesis, b), 20) and nemesis.sleep(8),
+                    "B led within 20 s of the crash")
     nemesis.stop(crash)
     nemesis.until(lambda: len(isr(nemesis)) == 3, 30)
 

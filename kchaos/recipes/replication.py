@@ -36,12 +36,11 @@ def lone_leader_acks_then_dies(nemesis) -> None:
     leader is alone in the ISR, let it acknowledge by itself, kill it and
     resume the followers: unclean election makes one of them leader."""
     leader = settled(nemesis, 3)
-    if leader is None:
-        return
+    nemesis.require(leader, "partition 0 settled, 3 replicas in its ISR")
     pause = PauseFault(order(nemesis, leader)[1:])
     nemesis.start(pause)
-    if not nemesis.until(lambda: isr(nemesis) == [leader.name], 20):
-        return
+    nemesis.require(nemesis.until(lambda: isr(nemesis) == [leader.name], 20),
+                    "the paused followers dropped from the ISR within 20 s")
     acknowledged(nemesis, 50, 8)       # without the bug none commit: the wait runs out
     nemesis.start(KillFault([leader.name]))
     nemesis.stop(pause)
@@ -54,12 +53,14 @@ def crash_follower_then_leader(nemesis) -> None:
     ISR is elected again, and with the bug it first cuts its log at its
     high watermark as checkpointed, up to 5 s (the interval) behind."""
     leader = settled(nemesis, 2)
-    if leader is None or not acknowledged(nemesis, 400, 30):     # for the checkpoint to trail
-        return
+    nemesis.require(leader, "partition 0 settled, 2 replicas in its ISR")
+    nemesis.require(acknowledged(nemesis, 400, 30),      # for the checkpoint to trail
+                    "400 more sends committed within 30 s")
     crashes = [KillFault([order(nemesis, leader)[1]]), KillFault([leader.name])]
     for crash in crashes:
         nemesis.start(crash)
-    nemesis.until(lambda: nemesis.cluster.leader() is None, 15)
+    nemesis.require(nemesis.until(lambda: nemesis.cluster.leader() is None, 15),
+                    "partition 0 leaderless within 15 s of the kills")
     for crash in crashes:
         nemesis.stop(crash)
 
@@ -73,31 +74,30 @@ def alternating_epochs(nemesis) -> None:
     records over C's. C is bounced, B leads, and readers find other
     records at offsets they read from C."""
     leader = settled(nemesis, 3)
-    if leader is None:
-        return
+    nemesis.require(leader, "partition 0 settled, 3 replicas in its ISR")
     a, b, c = order(nemesis, leader)
     suffix = BrokerLinkCut(a, [b])
     nemesis.start(suffix)
-    if not nemesis.sleep(3):
-        return
+    nemesis.require(nemesis.sleep(3), "3 s of A's suffix")
     quiet = BrokerLinkCut(b, [c])
     nemesis.start(quiet)
     nemesis.start(KillFault([a]))       # A stays down: B, not A, must lead after C
     nemesis.stop(suffix)
-    if not nemesis.until(lambda: leads(nemesis, b), 15) or not nemesis.sleep(3):
-        return
+    nemesis.require(nemesis.until(lambda: leads(nemesis, b), 15) and nemesis.sleep(3),
+                    "B led within 15 s of A's kill")
     kill_b = KillFault([b])
     nemesis.start(kill_b)
-    if not nemesis.until(lambda: leads(nemesis, c), 15):
-        return
+    nemesis.require(nemesis.until(lambda: leads(nemesis, c), 15),
+                    "C led within 15 s of B's kill")
     nemesis.stop(quiet)
     nemesis.stop(kill_b)
-    if not nemesis.until(lambda: b in isr(nemesis), 20) or not nemesis.sleep(4):
-        return
+    nemesis.require(nemesis.until(lambda: b in isr(nemesis), 20) and nemesis.sleep(4),
+                    "B back in the ISR within 20 s")
     bounce = KillFault([c])
     nemesis.start(bounce)
     nemesis.stop(bounce)                # C's new registration fences the old: B leads
-    nemesis.until(lambda: leads(nemesis, b), 15)
+    nemesis.require(nemesis.until(lambda: leads(nemesis, b), 15),
+                    "B led within 15 s of C's bounce")
 
 
 def premature_isr_join(nemesis) -> None:
@@ -108,29 +108,27 @@ def premature_isr_join(nemesis) -> None:
     the ISR though it lacks B's records up to that start; B is paused then
     (catching up takes a fetch per batch), and C leads without them."""
     leader = settled(nemesis, 3)
-    if leader is None:
-        return
+    nemesis.require(leader, "partition 0 settled, 3 replicas in its ISR")
     a, b, c = order(nemesis, leader)
     lagging = KillFault([c])
     nemesis.start(lagging)
-    if not acknowledged(nemesis, 1500, 40):
-        return
+    nemesis.require(acknowledged(nemesis, 1500, 40), "1,500 sends committed while C was down")
     kill_a, kill_b = KillFault([a]), KillFault([b])
     nemesis.start(kill_a)
-    if not nemesis.sleep(1.5):          # A's session ends first: B is the last in the ISR
-        return
+    # A's session ends first: B is the last in the ISR.
+    nemesis.require(nemesis.sleep(1.5), "1.5 s between A's kill and B's")
     nemesis.start(kill_b)
-    if not nemesis.sleep(5):
-        return
+    nemesis.require(nemesis.sleep(5), "5 s with A and B down")
     nemesis.stop(kill_b)
-    if not nemesis.until(lambda: leads(nemesis, b), 20):
-        return
+    nemesis.require(nemesis.until(lambda: leads(nemesis, b), 20),
+                    "B led within 20 s of its restart")
     nemesis.stop(lagging)
-    if not nemesis.until(lambda: c in isr(nemesis), 30):
-        return
+    nemesis.require(nemesis.until(lambda: c in isr(nemesis), 30),
+                    "C in the ISR within 30 s of its restart")
     pause = PauseFault([b])
     nemesis.start(pause)
-    nemesis.until(lambda: leads(nemesis, c), 15)
+    nemesis.require(nemesis.until(lambda: leads(nemesis, c), 15),
+                    "C led within 15 s of B's pause")
     nemesis.stop(pause)
     nemesis.stop(kill_a)
 
@@ -145,17 +143,16 @@ def stale_end_after_failover(nemesis) -> None:
     comes in that window: the bug answers the stale end, where the final
     reads stop; the fix answers OFFSET_NOT_AVAILABLE until it caught up."""
     leader = settled(nemesis, 2)
-    if leader is None:
-        return
+    nemesis.require(leader, "partition 0 settled, 2 replicas in its ISR")
     follower = order(nemesis, leader)[1]
     cut = BrokerLinkCut(leader.name, [follower])
     nemesis.start(cut)
-    if not nemesis.sleep(25):
-        return
+    nemesis.require(nemesis.sleep(25), "25 s of acks=1 sends with the follower cut off")
     nemesis.start(KillFault([follower]))
     nemesis.stop(cut)
-    if nemesis.until(lambda: isr(nemesis) == [leader.name], 15):
-        nemesis.start(KillFault([leader.name]))
+    nemesis.require(nemesis.until(lambda: isr(nemesis) == [leader.name], 15),
+                    "the killed follower dropped from the ISR within 15 s")
+    nemesis.start(KillFault([leader.name]))
 
 
 def last_replica_loses_its_tail(nemesis) -> None:
@@ -168,21 +165,20 @@ def last_replica_loses_its_tail(nemesis) -> None:
     can be lost: else the crash would lose records acknowledged by two
     replicas too, which only KIP-966's ELR (not in this broker) protects."""
     leader = settled(nemesis, 3)
-    if leader is None:
-        return
+    nemesis.require(leader, "partition 0 settled, 3 replicas in its ISR")
     a, b, c = order(nemesis, leader)
     nemesis.start(KillFault([c]))
-    if not nemesis.until(lambda: isr(nemesis) == sorted([a, b]), 15) \
-            or not acknowledged(nemesis, 200, 20):
-        return
+    nemesis.require(nemesis.until(lambda: isr(nemesis) == sorted([a, b]), 15),
+                    "the ISR down to A and B within 15 s of C's kill")
+    nemesis.require(acknowledged(nemesis, 200, 20), "200 sends committed by A and B")
     cut = BrokerLinkCut(a, [b])
     nemesis.start(cut)
     command(nemesis.cluster.node(a), "sync")
     # The next appends come when producers give up on the stuck ones
     # (about 1.3 s); the gate writes them back 5 s later. A drops B after
     # 2 to 3 s: the crash comes a second after, while consumers read.
-    if not nemesis.until(lambda: isr(nemesis) == [a], 15) or not nemesis.sleep(0.8):
-        return
+    nemesis.require(nemesis.until(lambda: isr(nemesis) == [a], 15) and nemesis.sleep(0.8),
+                    "A alone in the ISR within 15 s of the cut")
     crash = DiskFault("lose-unsynced", [a])
     nemesis.start(crash)
     nemesis.stop(crash)
@@ -196,15 +192,14 @@ def dirty_read_then_failover(nemesis) -> None:
     killed, a follower leads without them, and new records take their
     offsets."""
     leader = settled(nemesis, 3)
-    if leader is None:
-        return
+    nemesis.require(leader, "partition 0 settled, 3 replicas in its ISR")
     cut = BrokerLinkCut(leader.name, order(nemesis, leader)[1:])
     nemesis.start(cut)
-    if not nemesis.sleep(5):
-        return
+    nemesis.require(nemesis.sleep(5), "5 s of appends with the followers cut off")
     nemesis.start(KillFault([leader.name]))
     nemesis.stop(cut)
-    nemesis.until(lambda: not leads(nemesis, leader.name), 15)
+    nemesis.require(nemesis.until(lambda: not leads(nemesis, leader.name), 15),
+                    "a follower led within 15 s of the leader's kill")
 
 
 RECIPES: list[Recipe] = [

@@ -37,7 +37,11 @@ def with_outcome(run, outcome: dict, **test) -> None:
     ({"nemesis": [{"f": "kill", "type": "fail", "value": {"nodes": ["n1"]}}]},
      {"nemesis_plan": [{"at": 5.0, "fault": "kill"}]},
      "no-fault-applied", "no-fault-applied: no fault applied"),
-], ids=["node-failures", "heal-failed", "nemesis-failed", "no-fault-applied"])
+    ({"precondition_unmet": "partition 0's ISR down to its leader", "nemesis": APPLIED},
+     {}, "precondition-unmet",
+     "precondition-unmet: the nemesis script's precondition did not happen"),
+], ids=["node-failures", "heal-failed", "nemesis-failed", "no-fault-applied",
+        "precondition-unmet"])
 def test_an_outcome_that_tested_less_makes_the_run_unknown(spark, tmp_path, outcome, test, key, shown):
     run = copy_example(tmp_path)
     with_outcome(run, outcome, **test)

@@ -160,3 +160,69 @@ def test_leader_targets_follow_metadata_or_fall_back(tmp_path):
     with pytest.raises(ValueError, match="targets='most'"):
         choose_targets(without, "most", rng)
     assert choose_targets(without, ["n2", "n1"], rng) == [nodes[1], nodes[0]]
+
+
+class FixedRoles(FixedLeader):
+    """A DB adapter that says who holds each role, or that nobody does:
+    the fallbacks cannot be arranged on a real cluster at will."""
+
+    def __init__(self, leader, in_sync, controller, coordinator):
+        super().__init__(leader)
+        self.isr, self.controller, self.coordinator = in_sync, controller, coordinator
+
+    def in_sync(self, topic, partition):
+        return self.isr
+
+    def controller_node(self):
+        return self.controller
+
+    def group_coordinator(self, group):
+        return self.coordinator
+
+
+def test_role_targets_follow_the_cluster_or_fall_back(tmp_path):
+    n1, n2, n3 = make_backend("loopback", tmp_path, 3).nodes
+    rng = random.Random(0)
+    roles = Cluster([n1, n2, n3], FixedRoles(n2, [n1, n2, n3], n1, n3), topics=["t"],
+                    groups=["g"])
+    assert choose_targets(roles, "follower", rng)[0] in (n1, n3)
+    leader, follower = choose_targets(roles, "leader-and-follower", rng)
+    assert leader == n2 and follower in (n1, n3)
+    assert choose_targets(roles, "controller", rng) == [n1]
+    assert choose_targets(roles, "coordinator", rng) == [n3]
+    # Alone in its ISR the leader has no follower: a random node instead;
+    # nobody leads, nobody answers, no group: random nodes, one each.
+    alone = Cluster([n1, n2, n3], FixedRoles(n2, [n2], None, None), topics=["t"])
+    assert choose_targets(alone, "leader-and-follower", rng) == [n2]
+    for spec in ("follower", "controller", "coordinator"):
+        assert len(choose_targets(alone, spec, rng)) == 1
+
+
+def test_roles_come_from_the_running_cluster(cluster):
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("roles", 1, 3)])["roles"].result(30)
+    roles = Cluster(cluster.nodes, cluster.db, cluster.bootstrap, topics=["roles"],
+                    groups=["kchaos-roles"])
+    wait_until(lambda: len(roles.in_sync() or []) == 3, "roles-0's ISR whole", 30)
+    rng = random.Random(1)
+    [leader] = choose_targets(roles, "leader", rng)
+    [follower] = choose_targets(roles, "follower", rng)
+    assert leader == roles.leader() and follower in roles.in_sync() and follower != leader
+    assert choose_targets(roles, "controller", rng) == [cluster.nodes[0]]
+    # One __consumer_offsets partition: its leader coordinates every group.
+    wait_until(lambda: roles.coordinator("kchaos-roles") is not None, "a coordinator", 30)
+    assert choose_targets(roles, "coordinator", rng) == \
+        [roles.leader("__consumer_offsets", 0)]
+
+
+def test_a_kill_of_the_controller_node_takes_the_controller_and_heal_brings_it_back(cluster):
+    n1 = cluster.nodes[0]
+    kill = KillFault(["n1"])
+    kill.start(cluster, random.Random(0))
+    assert not n1.is_running("controller") and not n1.is_running("broker")
+    assert refuses(n1, cluster.db.controller_port)
+    assert heal_all(cluster) == []
+    assert n1.is_running("controller") and n1.is_running("broker")
+    for node in cluster.nodes:
+        wait_until(lambda node=node: answers(cluster, node), f"{node.name} answers", 60)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nemesis.schedule import NEMESES, make_fault, plan
+from nemesis.schedule import NEMESES, PERIOD, make_fault, plan
 
 ALL = list(NEMESES)
 
@@ -37,8 +37,8 @@ def test_every_kind_is_scheduled_and_every_stop_follows_its_start():
     steps = plan(ALL, interval=5, duration=600, seed=1)
     kinds = {s.fault["fault"] for s in starts(steps)}
     assert kinds == {"partition", "pause", "kill", "disk", "packet-loss"}
-    assert {s.fault.get("targets") for s in starts(steps) if s.fault["fault"] == "kill"} \
-        >= {"all", "one"}
+    kill_targets = {s.fault.get("targets") for s in starts(steps) if s.fault["fault"] == "kill"}
+    assert "all" in kill_targets and len(kill_targets) >= 3, kill_targets
     started = {}
     for step in steps:
         if step.action == "start":
@@ -103,3 +103,29 @@ def test_bad_input_is_named(kwargs, message):
     args = {"nemeses": ["pause"], "interval": 5, "duration": 60, "seed": 1, **kwargs}
     with pytest.raises(ValueError, match=message):
         plan(args.pop("nemeses"), **args)
+
+
+def test_the_mix_changes_by_period_and_about_a_quarter_of_the_periods_are_quiet():
+    interval, duration = 5, 4000
+    steps = plan(["partition", "pause", "kill", "packet-loss"], interval=interval,
+                 duration=duration, seed=9)
+    length = PERIOD * interval
+    periods = int(duration // length)
+    kinds = [set() for _ in range(periods + 1)]
+    for step in starts(steps):
+        kinds[int(step.at // length)].add(step.fault["fault"])
+    quiet = [p for p in range(periods) if not kinds[p]]
+    assert kinds[0], "the first period is never quiet"
+    assert 0.15 * periods <= len(quiet) <= 0.35 * periods, (len(quiet), periods)
+    # Mixes differ: some periods use a strict subset of the kinds.
+    assert any(0 < len(k) < 4 for k in kinds[:-1])
+
+
+def test_power_loss_hits_a_majority_or_every_node_and_is_alone():
+    steps = plan(["power-loss", "pause", "partition"], interval=4, duration=3000, seed=6)
+    losses = [s for s in starts(steps) if s.fault.get("mode") == "lose-unsynced"]
+    assert losses and {s.fault["targets"] for s in losses} <= {"majority", "all"}
+    assert {s.fault["targets"] for s in losses} == {"majority", "all"}
+    for start in losses:
+        assert active_at(steps, start.at) == {start.id}
+    assert "power-loss" not in {s.fault["fault"] for s in starts(steps)}  # it is a disk fault

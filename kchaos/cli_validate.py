@@ -1,0 +1,136 @@
+"""`kchaos validate`: the recipe matrix (kchaos/validate.py) and, with
+--generic, the generic nemesis's detection power (kchaos/generic.py)
+(registered on the `kchaos` group by kchaos/cli.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from kchaos.cli import EXIT_INVALID, BadInput, _spark, spark_options
+from kchaos.config import DEFAULT_SUBNET
+
+
+@click.command("validate")
+@click.option("--switch", "switches", multiple=True, metavar="NAME",
+              help="Validate only this bug switch (repeatable; default: every recipe; with "
+              "--generic, `none` is the correct broker).")
+@click.option("--fast", is_flag=True, help="Only the recipes of make test's fast subset.")
+@click.option("--soak", type=float, default=0.0, show_default=True, metavar="MINUTES",
+              help="Also run every fault together on the correct broker for MINUTES.")
+@click.option("--clean-runs", type=click.IntRange(1), default=None, metavar="N",
+              help="Conclusive runs with the switch off each switch needs.  [default: 3]")
+@click.option("--generic", is_flag=True,
+              help="Measure the generic nemesis instead of the recipes: every fault kind, "
+              "each switch on, --seeds runs of --time-limit s, and --clean-seeds runs on "
+              "the correct broker; resumable (finished cells are kept in the store).")
+@click.option("--seeds", type=click.IntRange(1), default=None, metavar="N",
+              help="--generic: runs per switch.  [default: 5]")
+@click.option("--clean-seeds", type=click.IntRange(0), default=None, metavar="N",
+              help="--generic: runs on the correct broker.  [default: 10]")
+@click.option("--time-limit", type=click.FloatRange(1), default=None, metavar="S",
+              help="--generic: seconds of each run's main phase.  [default: 90]")
+@click.option("--store", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("store"), show_default=True, help="Where run directories go.")
+@click.option("--table-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the table (Markdown) to this file.")
+@click.option("--write-docs", is_flag=True,
+              help="Also write the table into docs/validation.md (with the commit).")
+@click.option("--subnet", default=DEFAULT_SUBNET, show_default=True,
+              help="The nodes' subnet, as for `kchaos run`: runs at the same time on one "
+              "machine need different subnets.")
+@spark_options
+def validate_command(switches, fast, soak, clean_runs, generic, seeds, clean_seeds, time_limit,
+                     store, table_out, write_docs, subnet, spark_master, spark_conf) -> None:
+    """The validation matrix: every bug switch's recipe (docs/validation.md)
+    with the switch on must show its anomaly within the recipe's seeded
+    attempts, and at least --clean-runs runs with it off must be valid; a
+    run whose recipe did not reach its preconditions is inconclusive and
+    retried with the next seed. Prints a table; exit 0 when every switch
+    was found with no false alarm and no recipe failed (and the soak was
+    valid), 1 otherwise.
+
+    With --generic: the detection rate, the median time to first detection
+    and the anomaly types the generic nemesis finds per switch, and the
+    false alarms on the correct broker; exit 0 when the correct broker had
+    none, 1 otherwise.
+    """
+    if generic:
+        if fast or soak or clean_runs:
+            raise BadInput("--generic takes neither --fast, --soak nor --clean-runs")
+        sys.exit(_generic(list(switches), seeds, clean_seeds, time_limit, store, table_out,
+                          write_docs, subnet, spark_master, spark_conf))
+    if seeds or clean_seeds is not None or time_limit:
+        raise BadInput("--seeds, --clean-seeds and --time-limit go with --generic")
+    from kchaos.progress import Progress
+    from kchaos.run import run_and_check
+    from kchaos.validate import (
+        CLEAN_RUNS, format_table, selected, soak_config, validate_recipe, write_docs_table)
+    try:
+        recipes = selected(list(switches), fast)
+    except ValueError as e:
+        raise BadInput(str(e)) from None
+    store.mkdir(parents=True, exist_ok=True)
+    spark = _spark(spark_master, spark_conf, store / ".spark")
+    rows = []
+    for recipe in recipes:
+        click.echo(f"validating {recipe.switch} ...")
+        rows.append(validate_recipe(recipe, spark, store, subnet=subnet,
+                                    clean_runs=clean_runs or CLEAN_RUNS))
+        click.echo(format_table(rows[-1:]).splitlines()[-1])
+    table = format_table(rows)
+    lines = ["", table]
+    soak_ok = True
+    if soak > 0:
+        config = soak_config(minutes=soak, seed=1, store=store, subnet=subnet)
+        result = run_and_check(config, spark, progress=Progress.for_terminal())
+        soak_ok = result.valid is True
+        found = ", ".join(f"{t} {n}" for t, n in sorted(result.counts.items()) if n)
+        lines.append(f"\nsoak, {soak:g} min, every fault, correct broker: "
+                     f"{'valid' if soak_ok else 'INVALID'}"
+                     f"{' (' + found + ')' if found else ''} — {result.run_dir}")
+    click.echo("\n".join(lines))
+    if table_out is not None:
+        table_out.write_text("\n".join(lines).strip() + "\n")
+    if write_docs:
+        click.echo(f"written to {write_docs_table(lines, full=not switches and not fast)}")
+    if not soak_ok or not all(row.ok for row in rows):
+        sys.exit(EXIT_INVALID)
+
+
+def _generic(switches, seeds, clean_seeds, time_limit, store, table_out, write_docs, subnet,
+             spark_master, spark_conf) -> int:
+    from kchaos import generic
+    from reference_broker.bugs import CATALOGUE
+    every = [*CATALOGUE, generic.CORRECT]
+    unknown = [s for s in switches if s not in every]
+    if unknown:
+        raise BadInput(f"--switch {unknown[0]!r}: not a bug switch; choose from "
+                       f"{', '.join(every)}")
+    switches = switches or every
+    store.mkdir(parents=True, exist_ok=True)
+    spark = _spark(spark_master, spark_conf, store / ".spark")
+    limit = time_limit or generic.TIME_LIMIT
+
+    def report(cell, skipped) -> None:
+        if skipped:
+            click.echo(f"{skipped[0]} seed {skipped[1]}: done before, skipped")
+        else:
+            found = ", ".join(f"{t} {n}" for t, n in cell.counts.items()) or "no anomaly"
+            click.echo(f"{cell.switch} seed {cell.seed}: {cell.valid} ({found}) — "
+                       f"{cell.run_dir}")
+    cells = generic.fill(switches, spark, store, seeds=seeds or generic.SEEDS,
+                         clean_seeds=generic.CLEAN_SEEDS if clean_seeds is None
+                         else clean_seeds, time_limit=limit, subnet=subnet, on_cell=report)
+    shown = [c for c in cells if c.time_limit == limit]
+    table = generic.format_generic(generic.rows(shown, every), {limit})
+    click.echo("\n" + table)
+    if table_out is not None:
+        table_out.write_text(table + "\n")
+    if write_docs:
+        from kchaos.validate import write_generic_table
+        click.echo(f"written to {write_generic_table(table)}")
+    false_alarms = [c for c in shown if c.switch == generic.CORRECT and c.valid is False]
+    return EXIT_INVALID if false_alarms else 0

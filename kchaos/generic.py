@@ -1,0 +1,173 @@
+"""Detection power as users get it: `kchaos validate --generic` runs the
+generic nemesis (every fault kind on a seeded schedule, no recipe, none of
+the recipes' own faults) with each bug switch on, N seeds of T seconds, and
+the same on the correct broker to count false alarms.
+
+The full table is hours of runs on two cores, so it is kept as cells: each
+finished (switch, seed, time limit) run appends one line to
+`STORE/validate-generic/cells.jsonl`, and a rerun skips the cells that are
+there. The table is built from the cells alone, so it can be filled over
+several sittings and printed at any point.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from cluster.addressing import DEFAULT_SUBNET
+from history_analysis.run_dir import RESULTS_FILE, TABLES_DIR
+from kchaos.config import TestConfig
+from kchaos.progress import Progress
+from kchaos.run import run_and_check
+
+CORRECT = "none"            # the row of the correct broker (no switch)
+SEEDS, TIME_LIMIT, CLEAN_SEEDS = 5, 90.0, 10
+# Every fault kind of the generic schedule, each on every target it takes.
+NEMESES = ["partition", "pause", "kill", "restart-all", "disk", "packet-loss"]
+CELLS_DIR, CELLS_FILE = "validate-generic", "cells.jsonl"
+
+
+@dataclass
+class Cell:
+    switch: str                 # a bug switch, or CORRECT
+    seed: int
+    time_limit: float
+    valid: bool | str
+    counts: dict[str, int] = field(default_factory=dict)
+    first_detection: float | None = None    # s into the run: the earliest anomaly's evidence
+    run_dir: str = ""
+    seconds: float = 0.0        # the whole run, checks included
+    commit: str = ""
+
+
+def generic_config(switch: str, *, seed: int, time_limit: float, store: Path,
+                   subnet: str = DEFAULT_SUBNET) -> TestConfig:
+    """A run as a user would write it: acks=all, two in-sync replicas
+    required (as Jepsen's Kafka tests run), every fault kind every 10 s on
+    average, clients crashing now and then; the switch is the only
+    difference between the rows."""
+    return TestConfig.build(name=f"generic-{switch}", seed=seed, store=store, subnet=subnet,
+                            time_limit=time_limit, nemesis=list(NEMESES), nemesis_interval=10,
+                            broker_config=["min.insync.replicas=2"], crash_clients_every=30,
+                            bugs=[] if switch == CORRECT else [switch], final_time_limit=60)
+
+
+def cells_path(store: Path) -> Path:
+    return store / CELLS_DIR / CELLS_FILE
+
+
+def read_cells(store: Path) -> list[Cell]:
+    """The finished cells (a last line cut by a crash is skipped)."""
+    path = cells_path(store)
+    if not path.is_file():
+        return []
+    cells = []
+    for line in path.read_text().splitlines():
+        try:
+            cells.append(Cell(**json.loads(line)))
+        except (ValueError, TypeError):
+            continue
+    return cells
+
+
+def fill(switches: list[str], spark, store: Path, *, seeds: int = SEEDS,
+         clean_seeds: int = CLEAN_SEEDS, time_limit: float = TIME_LIMIT,
+         subnet: str = DEFAULT_SUBNET, progress: Progress | None = None,
+         on_cell=lambda cell, skipped: None) -> list[Cell]:
+    """Run every (switch, seed) cell not in the store yet, appending each
+    as it finishes; CORRECT among `switches` gets `clean_seeds` seeds."""
+    from kchaos.measured import commit
+    done = {(c.switch, c.seed, c.time_limit) for c in read_cells(store)}
+    path = cells_path(store)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for switch in switches:
+        for seed in range(1, (clean_seeds if switch == CORRECT else seeds) + 1):
+            if (switch, seed, time_limit) in done:
+                on_cell(None, (switch, seed))
+                continue
+            config = generic_config(switch, seed=seed, time_limit=time_limit,
+                                    store=store / CELLS_DIR, subnet=subnet)
+            started = time.monotonic()
+            result = run_and_check(config, spark, progress=progress or Progress.quiet())
+            cell = Cell(switch, seed, time_limit, result.valid,
+                        {t: n for t, n in sorted(result.counts.items()) if n},
+                        detection_time(result.run_dir), str(result.run_dir),
+                        round(time.monotonic() - started, 1), commit())
+            with open(path, "a") as out:
+                out.write(json.dumps(asdict(cell)) + "\n")
+            on_cell(cell, None)
+    return read_cells(store)
+
+
+def detection_time(run_dir: Path) -> float | None:
+    """Seconds into the run at which the first anomaly that is not allowed
+    had all its evidence: the earliest, over its cases, of the latest
+    evidence operation's time (None: no anomaly)."""
+    results = json.loads((Path(run_dir) / RESULTS_FILE).read_text())
+    allowed = set(results.get("allowed_types") or [])
+    evidence = [case.get("evidence") or [] for type_, cases in
+                (results.get("anomalies") or {}).items() if type_ not in allowed
+                for case in cases]
+    evidence = [e for e in evidence if e]
+    if not evidence:
+        return None
+    ops = pq.read_table(Path(run_dir) / TABLES_DIR / "ops",
+                        columns=["op_index", "invoke_index", "time", "invoke_time"])
+    wanted = sorted({i for e in evidence for i in e})
+    times: dict[int, float] = {}
+    for index, time_ in (("op_index", "time"), ("invoke_index", "invoke_time")):
+        hit = ops.filter(pc.is_in(ops[index], value_set=pa.array(
+            wanted, ops.schema.field(index).type)))
+        for i, t in zip(hit[index].to_pylist(), hit[time_].to_pylist()):
+            if t is not None:
+                times[i] = t / 1e9
+    ends = [max(times[i] for i in e if i in times) for e in evidence
+            if any(i in times for i in e)]
+    return round(min(ends), 1) if ends else None
+
+
+@dataclass
+class GenericRow:
+    switch: str
+    runs: int
+    detected: int               # runs with an anomaly that is not allowed (CORRECT: false alarms)
+    unknown: int
+    median_detection: float | None
+    types: dict[str, int]       # anomaly type → runs it was found in
+
+
+def rows(cells: list[Cell], switches: list[str]) -> list[GenericRow]:
+    out = []
+    for switch in switches:
+        mine = [c for c in cells if c.switch == switch]
+        found = [c for c in mine if c.valid is False]
+        types: dict[str, int] = {}
+        for c in found:
+            for t in c.counts:
+                types[t] = types.get(t, 0) + 1
+        times = [c.first_detection for c in found if c.first_detection is not None]
+        out.append(GenericRow(switch, len(mine), len(found),
+                              sum(1 for c in mine if c.valid == "unknown"),
+                              statistics.median(times) if times else None, types))
+    return out
+
+
+def format_generic(table: list[GenericRow], time_limits: set[float]) -> str:
+    limits = ", ".join(f"{t:g} s" for t in sorted(time_limits)) or "—"
+    lines = [f"| switch | runs ({limits}) | detected | median time to first detection | "
+             "anomaly types found (runs) | unknown |", "|---|---|---|---|---|---|"]
+    for r in table:
+        label = "correct broker (false alarms)" if r.switch == CORRECT else f"`{r.switch}`"
+        rate = f"{r.detected}/{r.runs}" if r.runs else "not run"
+        median = "—" if r.median_detection is None else f"{r.median_detection:.0f} s"
+        types = ", ".join(f"{t} ({n})" for t, n in sorted(r.types.items())) or "—"
+        lines.append(f"| {label} | {r.runs} | {rate} | {median} | {types} | {r.unknown} |")
+    return "\n".join(lines)
