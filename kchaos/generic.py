@@ -27,11 +27,13 @@ from history_analysis.run_dir import RESULTS_FILE, TABLES_DIR
 from kchaos.config import TestConfig
 from kchaos.progress import Progress
 from kchaos.run import run_and_check
+from nemesis.schedule import DEFAULT_MIX
 
 CORRECT = "none"            # the row of the correct broker (no switch)
 SEEDS, TIME_LIMIT, CLEAN_SEEDS = 5, 90.0, 10
-# Every fault kind of the generic schedule, each on every target it takes.
-NEMESES = ["partition", "pause", "kill", "restart-all", "disk", "packet-loss"]
+# Every fault kind of the generic schedule (not the opt-in power loss), each
+# on every target it takes.
+NEMESES = list(DEFAULT_MIX)
 CELLS_DIR, CELLS_FILE = "validate-generic", "cells.jsonl"
 
 

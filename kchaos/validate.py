@@ -24,8 +24,9 @@ from kchaos.config import TestConfig
 from kchaos.progress import Progress
 from kchaos.recipes import RECIPES, Recipe
 from kchaos.run import RunResult, run_and_check
+from nemesis.schedule import DEFAULT_MIX
 
-SOAK_NEMESES = ["partition", "pause", "kill", "restart-all", "disk", "packet-loss"]
+SOAK_NEMESES = list(DEFAULT_MIX)
 
 
 CLEAN_RUNS = 3          # conclusive runs with the switch off a switch needs

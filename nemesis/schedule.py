@@ -37,6 +37,8 @@ from dataclasses import asdict, dataclass
 from nemesis.core import TARGETS, Fault
 
 NEMESES = ("partition", "pause", "kill", "restart-all", "disk", "packet-loss", "power-loss")
+OPT_IN = frozenset({"power-loss"})                  # never in a default mix
+DEFAULT_MIX = tuple(n for n in NEMESES if n not in OPT_IN)   # the soak's, --generic's
 DISK_KINDS = frozenset({"disk", "power-loss"})     # their brokers' data on disk gates
 PERIOD = 4              # intervals per period of one fault mix
 QUIET_SHARE = 0.25      # the share of periods with no fault

@@ -14,7 +14,7 @@ import pytest
 from kchaos.config import TestConfig
 from kchaos.progress import Progress
 from kchaos.run import nemesis_plan, run_and_check
-from nemesis.schedule import make_fault
+from nemesis.schedule import DEFAULT_MIX, make_fault
 
 pytestmark = [pytest.mark.root, pytest.mark.spark,
               pytest.mark.skipif(os.geteuid() != 0, reason="faults need root")]
@@ -24,7 +24,7 @@ FAST_BROKERS = ["broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=
                 "min.insync.replicas=2"]
 
 
-EVERY_KIND = ["partition", "pause", "kill", "restart-all", "disk", "packet-loss"]
+EVERY_KIND = list(DEFAULT_MIX)
 
 
 def first_seed(wanted, **settings) -> int:
