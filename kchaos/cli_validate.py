@@ -72,6 +72,8 @@ def validate_command(switches, fast, soak, clean_runs, generic, seeds, clean_see
         recipes = selected(list(switches), fast)
     except ValueError as e:
         raise BadInput(str(e)) from None
+    from kchaos.measured import machine, stamp
+    measured_on = f"{stamp()}; {machine()}"       # the code that runs, as it starts
     store.mkdir(parents=True, exist_ok=True)
     spark = _spark(spark_master, spark_conf, store / ".spark")
     rows = []
@@ -95,7 +97,8 @@ def validate_command(switches, fast, soak, clean_runs, generic, seeds, clean_see
     if table_out is not None:
         table_out.write_text("\n".join(lines).strip() + "\n")
     if write_docs:
-        click.echo(f"written to {write_docs_table(lines, full=not switches and not fast)}")
+        page = write_docs_table(lines, full=not switches and not fast, measured_on=measured_on)
+        click.echo(f"written to {page}")
     if not soak_ok or not all(row.ok for row in rows):
         sys.exit(EXIT_INVALID)
 
@@ -131,6 +134,7 @@ def _generic(switches, seeds, clean_seeds, time_limit, store, table_out, write_d
         table_out.write_text(table + "\n")
     if write_docs:
         from kchaos.validate import write_generic_table
-        click.echo(f"written to {write_generic_table(table)}")
+        commits = sorted({c.commit for c in shown})
+        click.echo(f"written to {write_generic_table(table, commits)}")
     false_alarms = [c for c in shown if c.switch == generic.CORRECT and c.valid is False]
     return EXIT_INVALID if false_alarms else 0

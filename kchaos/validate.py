@@ -199,20 +199,23 @@ def format_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def write_docs_table(lines: list[str], *, full: bool) -> Path:
+def write_docs_table(lines: list[str], *, full: bool, measured_on: str) -> Path:
     """The table (and the soak's line) into docs/validation.md, stamped
-    with the commit: the whole matrix into its block, a subset into a
-    block of its own, so a partial run never passes for the matrix."""
-    from kchaos.measured import DOCS, machine, stamp, write_block
+    with `measured_on` (kchaos.measured.stamp() when the runs started: the
+    code that ran): the whole matrix into its block, a subset into a block
+    of its own, so a partial run never passes for the matrix."""
+    from kchaos.measured import DOCS, write_block
     page = DOCS / "validation.md"
-    text = "\n".join(lines).strip() + f"\n\n({stamp()}; {machine()}.)"
+    text = "\n".join(lines).strip() + f"\n\n({measured_on}.)"
     write_block(page, "recipe-matrix" if full else "recipe-subset", text)
     return page
 
 
-def write_generic_table(table: str) -> Path:
-    """The generic nemesis's table (kchaos/generic.py) into docs/validation.md."""
-    from kchaos.measured import DOCS, stamp, write_block
+def write_generic_table(table: str, commits: list[str]) -> Path:
+    """The generic nemesis's table (kchaos/generic.py) into
+    docs/validation.md, with the commits its cells were measured on."""
+    from kchaos.measured import DOCS, write_block
     page = DOCS / "validation.md"
-    write_block(page, "generic-matrix", f"{table}\n\n({stamp()}.)")
+    write_block(page, "generic-matrix", f"{table}\n\n(cells measured on commit(s) "
+                f"{', '.join(commits) or 'none'}.)")
     return page

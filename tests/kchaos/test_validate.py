@@ -189,3 +189,24 @@ def test_a_generic_cell_runs_every_fault_kind_and_is_kept(spark, tmp_path):
     test = json.loads((Path(cell.run_dir) / "test.json").read_text())
     assert test["config"]["nemesis"] == NEMESES and test["config"]["bugs"] == []
     assert [c.run_dir for c in read_cells(tmp_path)] == [cell.run_dir]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--generic", "--switch", "no-such-bug"], "not a bug switch"),
+    (["--generic", "--fast"], "--generic takes neither"),
+    (["--seeds", "3"], "go with --generic"),
+])
+def test_kchaos_validate_names_options_that_do_not_go_together(tmp_path, args, message):
+    result = CliRunner().invoke(cli, ["validate", *args, "--store", str(tmp_path)],
+                                standalone_mode=False)
+    assert message in str(result.exception)
+
+
+def test_a_table_goes_only_between_its_markers(tmp_path):
+    from kchaos.measured import write_block
+    page = tmp_path / "page.md"
+    page.write_text("before\n<!-- figures:t -->\nold\n<!-- /figures:t -->\nafter\n")
+    write_block(page, "t", "| new |")
+    assert page.read_text() == "before\n<!-- figures:t -->\n| new |\n<!-- /figures:t -->\nafter\n"
+    with pytest.raises(ValueError, match="no <!-- figures:other -->"):
+        write_block(page, "other", "x")
