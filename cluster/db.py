@@ -156,14 +156,16 @@ class ReferenceDB(DaemonDB):
         """Every daemon of the node runs (heal-all starts what does not)."""
         return all(node.is_running(daemon) for daemon in self.daemons_on(node))
 
-    def kill(self, node: Node) -> None:
-        for daemon in self.daemons_on(node):
-            self._expected.discard((node.name, daemon))
-            node.stop_daemon(daemon, sig=signal.SIGKILL)
+    def kill(self, node: Node, *, daemon: str | None = None) -> None:
+        """Every daemon of node, or only `daemon` (a validation recipe
+        kills brokers and keeps the controller)."""
+        for name in [daemon] if daemon else self.daemons_on(node):
+            self._expected.discard((node.name, name))
+            node.stop_daemon(name, sig=signal.SIGKILL)
 
-    def pause(self, node: Node) -> None:
-        for daemon in self.daemons_on(node):
-            node.signal(daemon, signal.SIGSTOP)
+    def pause(self, node: Node, *, daemon: str | None = None) -> None:
+        for name in [daemon] if daemon else self.daemons_on(node):
+            node.signal(name, signal.SIGSTOP)
 
     def resume(self, node: Node) -> None:
         for daemon in reversed(self.daemons_on(node)):     # the controller first

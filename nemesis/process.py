@@ -16,6 +16,12 @@ import random
 from nemesis.core import Cluster, FaultError, choose_targets, names
 
 
+def only_broker(broker_only: bool) -> dict:
+    """The keyword a DB adapter's kill and pause take to spare all but the
+    broker (cluster/db.py, ReferenceDB)."""
+    return {"daemon": "broker"} if broker_only else {}
+
+
 def _capable(cluster: Cluster, *methods: str) -> None:
     missing = [m for m in methods if not callable(getattr(cluster.db, m, None))]
     if missing:
@@ -24,22 +30,26 @@ def _capable(cluster: Cluster, *methods: str) -> None:
 
 
 class _SignalFault:
-    """Do `hurt` to the DB on the targets at start, `help` at stop."""
+    """Do `hurt` to the DB on the targets at start, `help` at stop: to
+    everything the DB runs on each node, or with `broker_only` to its
+    broker alone (the validation recipes keep the reference broker's
+    controller, which shares the first node, out of their scenarios)."""
     start_f = stop_f = hurt = help = ""
 
-    def __init__(self, targets="one"):
+    def __init__(self, targets="one", broker_only: bool = False):
         self.targets = targets
+        self.broker_only = broker_only
         self.nodes: list = []
 
     def asked(self) -> dict:
-        return {"targets": self.targets}
+        return {"targets": self.targets, **({"broker_only": True} if self.broker_only else {})}
 
     def start(self, cluster: Cluster, rng: random.Random) -> dict:
         _capable(cluster, self.hurt, self.help)
         self.nodes = choose_targets(cluster, self.targets, rng)
         for node in self.nodes:
-            getattr(cluster.db, self.hurt)(node)
-        return {"targets": self.targets, "nodes": names(self.nodes)}
+            getattr(cluster.db, self.hurt)(node, **only_broker(self.broker_only))
+        return {**self.asked(), "nodes": names(self.nodes)}
 
     def stop(self, cluster: Cluster) -> dict:
         for node in self.nodes:

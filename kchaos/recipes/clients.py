@@ -71,7 +71,7 @@ def stall_acks(nemesis) -> None:
         leader = _whole_isr(nemesis)
         if leader is None:
             continue
-        pause = PauseFault(_others(nemesis, leader))
+        pause = PauseFault(_others(nemesis, leader), broker_only=True)
         nemesis.start(pause)
         if not nemesis.sleep(5):
             break
@@ -92,7 +92,8 @@ def lose_unreplicated_commits(nemesis) -> None:
         coordinator = _whole_isr(nemesis, OFFSETS_TOPIC)
         if coordinator is None:
             continue
-        pause, kill = PauseFault(_others(nemesis, coordinator)), KillFault([coordinator.name])
+        pause = PauseFault(_others(nemesis, coordinator), broker_only=True)
+        kill = KillFault([coordinator.name], broker_only=True)
         nemesis.start(pause)
         if not nemesis.sleep(2.5):
             break
@@ -117,7 +118,7 @@ def fail_over_coordinator(nemesis) -> None:
         coordinator = _whole_isr(nemesis, OFFSETS_TOPIC)
         if coordinator is None:
             continue
-        kill = KillFault([coordinator.name])
+        kill = KillFault([coordinator.name], broker_only=True)
         nemesis.start(kill)
         if not nemesis.sleep(12):
             break
@@ -162,7 +163,7 @@ def truncate_under_readers(nemesis) -> None:
     held = BrokerLinkCut(a, [c])
     nemesis.start(held)
     nemesis.require(nemesis.sleep(READ_UP_S), f"{READ_UP_S} s of reads up to the held mark")
-    crash = KillFault([a, c])
+    crash = KillFault([a, c], broker_only=True)
     nemesis.start(crash)
     nemesis.stop(held)
     nemesis.stop(lagging)

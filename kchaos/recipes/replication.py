@@ -37,12 +37,12 @@ def lone_leader_acks_then_dies(nemesis) -> None:
     resume the followers: unclean election makes one of them leader."""
     leader = settled(nemesis, 3)
     nemesis.require(leader, "partition 0 settled, 3 replicas in its ISR")
-    pause = PauseFault(order(nemesis, leader)[1:])
+    pause = PauseFault(order(nemesis, leader)[1:], broker_only=True)
     nemesis.start(pause)
     nemesis.require(nemesis.until(lambda: isr(nemesis) == [leader.name], 20),
                     "the paused followers dropped from the ISR within 20 s")
     acknowledged(nemesis, 50, 8)       # without the bug none commit: the wait runs out
-    nemesis.start(KillFault([leader.name]))
+    nemesis.start(KillFault([leader.name], broker_only=True))
     nemesis.stop(pause)
 
 
@@ -56,7 +56,8 @@ def crash_follower_then_leader(nemesis) -> None:
     nemesis.require(leader, "partition 0 settled, 2 replicas in its ISR")
     nemesis.require(acknowledged(nemesis, 400, 30),      # for the checkpoint to trail
                     "400 more sends committed within 30 s")
-    crashes = [KillFault([order(nemesis, leader)[1]]), KillFault([leader.name])]
+    crashes = [KillFault([order(nemesis, leader)[1]], broker_only=True),
+               KillFault([leader.name], broker_only=True)]
     for crash in crashes:
         nemesis.start(crash)
     nemesis.require(nemesis.until(lambda: nemesis.cluster.leader() is None, 15),
@@ -81,11 +82,12 @@ def alternating_epochs(nemesis) -> None:
     nemesis.require(nemesis.sleep(3), "3 s of A's suffix")
     quiet = BrokerLinkCut(b, [c])
     nemesis.start(quiet)
-    nemesis.start(KillFault([a]))       # A stays down: B, not A, must lead after C
+    # A stays down: B, not A, must lead after C.
+    nemesis.start(KillFault([a], broker_only=True))
     nemesis.stop(suffix)
     nemesis.require(nemesis.until(lambda: leads(nemesis, b), 15) and nemesis.sleep(3),
                     "B led within 15 s of A's kill")
-    kill_b = KillFault([b])
+    kill_b = KillFault([b], broker_only=True)
     nemesis.start(kill_b)
     nemesis.require(nemesis.until(lambda: leads(nemesis, c), 15),
                     "C led within 15 s of B's kill")
@@ -93,7 +95,7 @@ def alternating_epochs(nemesis) -> None:
     nemesis.stop(kill_b)
     nemesis.require(nemesis.until(lambda: b in isr(nemesis), 20) and nemesis.sleep(4),
                     "B back in the ISR within 20 s")
-    bounce = KillFault([c])
+    bounce = KillFault([c], broker_only=True)
     nemesis.start(bounce)
     nemesis.stop(bounce)                # C's new registration fences the old: B leads
     nemesis.require(nemesis.until(lambda: leads(nemesis, b), 15),
@@ -110,10 +112,10 @@ def premature_isr_join(nemesis) -> None:
     leader = settled(nemesis, 3)
     nemesis.require(leader, "partition 0 settled, 3 replicas in its ISR")
     a, b, c = order(nemesis, leader)
-    lagging = KillFault([c])
+    lagging = KillFault([c], broker_only=True)
     nemesis.start(lagging)
     nemesis.require(acknowledged(nemesis, 1500, 40), "1,500 sends committed while C was down")
-    kill_a, kill_b = KillFault([a]), KillFault([b])
+    kill_a, kill_b = KillFault([a], broker_only=True), KillFault([b], broker_only=True)
     nemesis.start(kill_a)
     # A's session ends first: B is the last in the ISR.
     nemesis.require(nemesis.sleep(1.5), "1.5 s between A's kill and B's")
@@ -125,7 +127,7 @@ def premature_isr_join(nemesis) -> None:
     nemesis.stop(lagging)
     nemesis.require(nemesis.until(lambda: c in isr(nemesis), 30),
                     "C in the ISR within 30 s of its restart")
-    pause = PauseFault([b])
+    pause = PauseFault([b], broker_only=True)
     nemesis.start(pause)
     nemesis.require(nemesis.until(lambda: leads(nemesis, c), 15),
                     "C led within 15 s of B's pause")
@@ -148,11 +150,11 @@ def stale_end_after_failover(nemesis) -> None:
     cut = BrokerLinkCut(leader.name, [follower])
     nemesis.start(cut)
     nemesis.require(nemesis.sleep(25), "25 s of acks=1 sends with the follower cut off")
-    nemesis.start(KillFault([follower]))
+    nemesis.start(KillFault([follower], broker_only=True))
     nemesis.stop(cut)
     nemesis.require(nemesis.until(lambda: isr(nemesis) == [leader.name], 15),
                     "the killed follower dropped from the ISR within 15 s")
-    nemesis.start(KillFault([leader.name]))
+    nemesis.start(KillFault([leader.name], broker_only=True))
 
 
 def last_replica_loses_its_tail(nemesis) -> None:
@@ -167,7 +169,7 @@ def last_replica_loses_its_tail(nemesis) -> None:
     leader = settled(nemesis, 3)
     nemesis.require(leader, "partition 0 settled, 3 replicas in its ISR")
     a, b, c = order(nemesis, leader)
-    nemesis.start(KillFault([c]))
+    nemesis.start(KillFault([c], broker_only=True))
     nemesis.require(nemesis.until(lambda: isr(nemesis) == sorted([a, b]), 15),
                     "the ISR down to A and B within 15 s of C's kill")
     nemesis.require(acknowledged(nemesis, 200, 20), "200 sends committed by A and B")
@@ -179,7 +181,7 @@ def last_replica_loses_its_tail(nemesis) -> None:
     # 2 to 3 s: the crash comes a second after, while consumers read.
     nemesis.require(nemesis.until(lambda: isr(nemesis) == [a], 15) and nemesis.sleep(0.8),
                     "A alone in the ISR within 15 s of the cut")
-    crash = DiskFault("lose-unsynced", [a])
+    crash = DiskFault("lose-unsynced", [a], broker_only=True)
     nemesis.start(crash)
     nemesis.stop(crash)
     nemesis.stop(cut)
@@ -196,7 +198,7 @@ def dirty_read_then_failover(nemesis) -> None:
     cut = BrokerLinkCut(leader.name, order(nemesis, leader)[1:])
     nemesis.start(cut)
     nemesis.require(nemesis.sleep(5), "5 s of appends with the followers cut off")
-    nemesis.start(KillFault([leader.name]))
+    nemesis.start(KillFault([leader.name], broker_only=True))
     nemesis.stop(cut)
     nemesis.require(nemesis.until(lambda: not leads(nemesis, leader.name), 15),
                     "a follower led within 15 s of the leader's kill")

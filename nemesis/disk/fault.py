@@ -34,6 +34,7 @@ from pathlib import PurePath
 
 from cluster.node import Node
 from nemesis.core import Cluster, FaultError, choose_targets, names
+from nemesis.process import only_broker
 
 DAEMON = "disk"
 DATA = "data"
@@ -247,16 +248,18 @@ class DiskFault:
     names). Every target must have a gate; that is checked before any is
     touched."""
 
-    def __init__(self, mode: str, targets="one"):
+    def __init__(self, mode: str, targets="one", broker_only: bool = False):
         if mode not in MODES:
             raise ValueError(f"mode={mode!r}: choose one of {', '.join(MODES)}")
         self.mode = mode
         self.targets = targets
         self.start_f, self.stop_f = MODES[mode]
+        self.broker_only = broker_only      # lose-unsynced: kill the broker alone
         self.nodes: list[Node] = []
 
     def asked(self) -> dict:
-        return {"mode": self.mode, "targets": self.targets}
+        return {"mode": self.mode, "targets": self.targets,
+                **({"broker_only": True} if self.broker_only else {})}
 
     def start(self, cluster: Cluster, rng: random.Random) -> dict:
         if self.mode == "lose-unsynced":
@@ -269,11 +272,11 @@ class DiskFault:
         for node in targets:
             command(node, "status", python=python)
         self.nodes = []
-        done = {"mode": self.mode, "targets": self.targets, "nodes": names(targets)}
+        done = {**self.asked(), "nodes": names(targets)}
         if self.mode == "lose-unsynced":
             dropped = {}
             for node in targets:
-                cluster.db.kill(node)
+                cluster.db.kill(node, **only_broker(self.broker_only))
                 self.nodes.append(node)     # restarted by stop even if the drop fails
                 answer = command(node, "drop", python=python)
                 dropped[node.name] = {"files": answer["dropped_files"],

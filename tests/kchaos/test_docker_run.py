@@ -19,6 +19,7 @@ from kchaos.run import nemesis_plan, run_and_check
 from kchaos.validate import recipe_config
 from nemesis.schedule import make_fault
 from tests.docker_support import DOCKER_MARKS, compose_cluster
+from tests.kchaos.plans import first_seed, verbs
 
 pytestmark = [*DOCKER_MARKS, pytest.mark.spark, pytest.mark.slow, pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="docker nodes need root here")]
@@ -40,13 +41,15 @@ def check_faults(run_dir: Path, config: TestConfig) -> None:
 
 
 def test_every_fault_on_docker_nodes_is_valid(tmp_path, spark):
-    config = TestConfig.build(backend="docker", subnet="198.18.21.0/24", seed=21, time_limit=60,
-                              nemesis=["partition", "pause", "kill", "disk"], nemesis_interval=4,
+    settings = dict(time_limit=60, nemesis=["partition", "pause", "kill", "disk"],
+                    nemesis_interval=4)
+    seed = first_seed(lambda faults: {"start-partition", "pause", "kill", "stall-disk"}
+                      <= verbs(faults), **settings)
+    config = TestConfig.build(backend="docker", subnet="198.18.21.0/24", seed=seed,
                               broker_config=FAST_BROKERS, topic_config=["min.insync.replicas=2"],
-                              recovery_time=3, final_time_limit=90, store=tmp_path)
+                              recovery_time=3, final_time_limit=90, store=tmp_path, **settings)
     result = run_and_check(config, spark, progress=Progress.quiet())
     assert result.valid is True, (result.counts, result.suite.result.unknown, result.run_dir)
-    # Seed 21's plan has partitions, pauses, kills and disk stalls (and errors).
     check_faults(result.run_dir, config)
     assert {"start-partition", "pause", "kill", "stall-disk"} <= applied(result.run_dir)
     assert (result.run_dir / "nodes" / "n1" / "container.log").exists()

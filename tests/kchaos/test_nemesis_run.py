@@ -15,6 +15,7 @@ from kchaos.config import TestConfig
 from kchaos.progress import Progress
 from kchaos.run import nemesis_plan, run_and_check
 from nemesis.schedule import DEFAULT_MIX, make_fault
+from tests.kchaos.plans import first_seed
 
 pytestmark = [pytest.mark.root, pytest.mark.spark,
               pytest.mark.skipif(os.geteuid() != 0, reason="faults need root")]
@@ -25,16 +26,6 @@ FAST_BROKERS = ["broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=
 
 
 EVERY_KIND = list(DEFAULT_MIX)
-
-
-def first_seed(wanted, **settings) -> int:
-    """The first seed whose plan (nemesis/schedule.py: its mixes vary by
-    period) starts every fault `wanted` picks out."""
-    for seed in range(1, 500):
-        steps = nemesis_plan(TestConfig.build(seed=seed, **settings))
-        if wanted([s.fault for s in steps if s.action == "start"]):
-            return seed
-    raise AssertionError(f"no seed below 500 plans {settings}")
 
 
 @pytest.mark.slow
