@@ -89,7 +89,8 @@ def pair(events: pa.Table, env: Envelope, carry: Carry, block: Block) -> Paired:
                        | first & np.isin(p, carry.ended))
     # A completion: right after its own invocation, of the same f and phase.
     same = np.concatenate([[False], (f_[1:] == f_[:-1]) & (ph[1:] == ph[:-1])])
-    completes = ~invoke & after_invoke & same
+    # A line without a known type or f (the envelope rules flag it) completes nothing.
+    completes = ~invoke & after_invoke & same & (t >= 0) & (f_ >= 0)
     faults |= ~invoke & ~completes
 
     done_at = np.flatnonzero(completes)

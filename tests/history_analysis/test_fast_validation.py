@@ -184,3 +184,22 @@ def test_a_disagreement_is_reported_not_written(tmp_path, monkeypatch):
                                                 r"passes it"):
         ingest(run)
     assert not (run / "history").exists()
+
+
+@pytest.mark.parametrize("block", [scan.BLOCK_BYTES, 64])
+@pytest.mark.parametrize("dropped", ["type", "f"])
+def test_a_completion_without_its_type_or_f_is_refused_as_the_exact_pass_does(
+        tmp_path, block, dropped):
+    """Hypothesis's find (a completion whose `type` was dropped right after
+    its invocation): the fast pass paired it as a completion and crashed."""
+    events = [{"index": 0, "time": 1000, "process": 0, "type": "invoke", "f": "send",
+               "value": {"sends": []}},
+              {"index": 1, "time": 2000, "process": 0, "type": "info", "f": "send",
+               "value": {"sends": []}}]
+    del events[1][dropped]
+    path = tmp_path / "history.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    with patch.object(scan, "BLOCK_BYTES", block):
+        fast = outcome(validate, path)
+    assert fast[0] == "refused" and fast[1] == 2
+    assert fast == outcome(exact, path)
