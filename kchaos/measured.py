@@ -18,15 +18,16 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
 def commit() -> str:
-    """The checkout's commit (short), `-dirty` with uncommitted changes;
+    """The checkout's commit (short), `-dirty` with uncommitted changes
+    outside docs/ (the pages these figures go to are not the code measured);
     `unknown` outside a git checkout."""
     def git(*args: str) -> str:
         return subprocess.run(["git", "-C", str(DOCS.parent), *args], capture_output=True,
                               text=True, timeout=30, check=True).stdout.strip()
     try:
         head = git("rev-parse", "--short", "HEAD")
-        return head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no")
-                       else "")
+        changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs")
+        return head + ("-dirty" if changed else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
