@@ -97,7 +97,8 @@ def validate_command(switches, fast, soak, clean_runs, generic, seeds, clean_see
     if table_out is not None:
         table_out.write_text("\n".join(lines).strip() + "\n")
     if write_docs:
-        page = write_docs_table(lines, full=not switches and not fast, measured_on=measured_on)
+        block = "recipe-subset" if switches else "recipe-fast" if fast else "recipe-matrix"
+        page = write_docs_table(lines, block=block, measured_on=measured_on)
         click.echo(f"written to {page}")
     if not soak_ok or not all(row.ok for row in rows):
         sys.exit(EXIT_INVALID)

@@ -199,15 +199,16 @@ def format_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def write_docs_table(lines: list[str], *, full: bool, measured_on: str) -> Path:
-    """The table (and the soak's line) into docs/validation.md, stamped
-    with `measured_on` (kchaos.measured.stamp() when the runs started: the
-    code that ran): the whole matrix into its block, a subset into a block
-    of its own, so a partial run never passes for the matrix."""
+def write_docs_table(lines: list[str], *, block: str, measured_on: str) -> Path:
+    """The table (and the soak's line) into docs/validation.md's `block`,
+    stamped with `measured_on` (kchaos.measured.stamp() when the runs
+    started: the code that ran). The whole matrix, the fast subset and
+    other subsets have blocks of their own, so a partial run never passes
+    for the matrix."""
     from kchaos.measured import DOCS, write_block
     page = DOCS / "validation.md"
     text = "\n".join(lines).strip() + f"\n\n({measured_on}.)"
-    write_block(page, "recipe-matrix" if full else "recipe-subset", text)
+    write_block(page, block, text)
     return page
 
 
