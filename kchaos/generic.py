@@ -31,9 +31,7 @@ from nemesis.schedule import DEFAULT_MIX
 
 CORRECT = "none"            # the row of the correct broker (no switch)
 SEEDS, TIME_LIMIT, CLEAN_SEEDS = 5, 90.0, 10
-# Every fault kind of the generic schedule (not the opt-in power loss), each
-# on every target it takes.
-NEMESES = list(DEFAULT_MIX)
+NEMESES = list(DEFAULT_MIX)     # every fault kind of the generic schedule
 CELLS_DIR, CELLS_FILE = "validate-generic", "cells.jsonl"
 
 
@@ -52,14 +50,12 @@ class Cell:
 
 def generic_config(switch: str, *, seed: int, time_limit: float, store: Path,
                    subnet: str = DEFAULT_SUBNET) -> TestConfig:
-    """A run as a user would write it: acks=all, two in-sync replicas
-    required (as Jepsen's Kafka tests run), every fault kind every 10 s on
-    average, clients crashing now and then; the switch is the only
-    difference between the rows."""
-    return TestConfig.build(name=f"generic-{switch}", seed=seed, store=store, subnet=subnet,
-                            time_limit=time_limit, nemesis=list(NEMESES), nemesis_interval=10,
-                            broker_config=["min.insync.replicas=2"], crash_clients_every=30,
-                            bugs=[] if switch == CORRECT else [switch], final_time_limit=60)
+    """A run as a user would write it (kchaos.validate.every_fault_config,
+    the soak's); the switch is the only difference between the rows."""
+    from kchaos.validate import every_fault_config
+    return every_fault_config(name=f"generic-{switch}", seed=seed, store=store, subnet=subnet,
+                              time_limit=time_limit, final_time_limit=60,
+                              bugs=[] if switch == CORRECT else [switch])
 
 
 def cells_path(store: Path) -> Path:

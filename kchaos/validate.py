@@ -155,15 +155,20 @@ def _run(recipe: Recipe, on: bool, seed: int, store: Path, spark,
                          allowed=recipe.allowed, progress=progress or Progress.quiet())
 
 
+def every_fault_config(**settings) -> TestConfig:
+    """Every default fault kind together, acks=all with two in-sync
+    replicas required (as Jepsen's Kafka tests run it), clients crashing
+    now and then: the soak's and --generic's run (settings add the rest)."""
+    return TestConfig.build(nemesis=list(SOAK_NEMESES), nemesis_interval=10,
+                            broker_config=["min.insync.replicas=2"], crash_clients_every=30,
+                            **settings)
+
+
 def soak_config(*, minutes: float, seed: int, store: Path,
                 subnet: str = DEFAULT_SUBNET) -> TestConfig:
-    """Every fault together on the correct broker, acks=all with two
-    in-sync replicas required (as Jepsen's Kafka tests run it)."""
-    return TestConfig.build(name="soak", seed=seed, store=store, subnet=subnet,
-                            time_limit=60 * minutes, nemesis=list(SOAK_NEMESES),
-                            nemesis_interval=10,
-                            broker_config=["min.insync.replicas=2"], crash_clients_every=30,
-                            final_time_limit=120)
+    """Every fault together on the correct broker."""
+    return every_fault_config(name="soak", seed=seed, store=store, subnet=subnet,
+                              time_limit=60 * minutes, final_time_limit=120)
 
 
 def selected(switches: list[str], fast: bool) -> list[Recipe]:
