@@ -28,7 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from history_analysis.report.page import document
+from history_analysis.report.page import VERDICT_COLOURS, document
 from history_analysis.run_dir import HISTORY_FILE, REPORT_FILE, RESULTS_FILE, TEST_FILE
 
 VERDICTS = ("valid", "invalid", "unknown", "unchecked")
@@ -123,8 +123,8 @@ def inside(store: Path, relative: str) -> Path | None:
 
 STYLE = """body{font:14px system-ui,sans-serif;margin:1em 2em}table{border-collapse:collapse}
 td,th{border:1px solid #ddd;padding:.25em .6em;text-align:left}th{background:#f4f4f4}
-.valid{color:#2a7d2a;font-weight:bold}.invalid{color:#c62828;font-weight:bold}
-.unknown{color:#e08a00;font-weight:bold}.unchecked{color:#777}a{color:#1a55a0}"""
+a{color:#1a55a0}""" + "".join(f".{v}{{color:{c};font-weight:bold}}"
+                              for v, c in VERDICT_COLOURS.items())
 
 
 def listing_page(runs: list[RunSummary], query: dict[str, list[str]]) -> str:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 from html import escape
 
+# A verdict's colour, on the report's badge and in kchaos serve's list.
+VERDICT_COLOURS = {"valid": "#2a7d2a", "invalid": "#c62828", "unknown": "#e08a00",
+                   "unchecked": "#777"}
+
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:1em;color:#222}
 h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;margin-top:2em}h3{margin-bottom:.3em}
 .verdict{display:inline-block;padding:.2em .7em;border-radius:4px;color:#fff;font-weight:bold}
-.v-valid{background:#2a7d2a}.v-invalid{background:#c62828}.v-unknown{background:#e08a00}
-.v-unchecked{background:#777}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ddd;padding:.2em .5em;
 text-align:left;vertical-align:top}th{background:#f4f4f4}
 pre{background:#f7f7f7;padding:.5em;overflow-x:auto;font-size:12px;white-space:pre-wrap;
@@ -33,6 +35,7 @@ img.plot{max-width:100%;display:block;margin:.5em 0}
 .op.ok{background:#6bbf59}.op.info{background:#f0a030}.op.fail{background:#e05050}
 .timeline .gap{position:absolute;left:0;right:0;border-top:2px dashed #999}
 """
+STYLE += "".join(f".v-{v}{{background:{c}}}" for v, c in VERDICT_COLOURS.items())
 
 VERDICTS = {True: ("valid", "VALID"), False: ("invalid", "INVALID"),
             "unknown": ("unknown", "UNKNOWN"), None: ("unchecked", "NOT CHECKED")}
