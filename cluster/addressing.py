@@ -17,6 +17,16 @@ MAX_IFNAME = 15                     # Linux interface names hold 15 characters
 _PREFIX = re.compile(r"[a-z][a-z0-9-]*")
 
 
+def prefix_for(subnet: str) -> str:
+    """The names of a run's namespaces and links, from its subnet: setup
+    removes whatever exists under its prefix (a crashed run's leftovers),
+    so runs at the same time on one machine need different subnets, and
+    get different prefixes from them — `kchaos` for 198.18.0.0/24,
+    `kchaos<third octet>` for the others."""
+    third = ipaddress.IPv4Network(subnet).network_address.packed[2]
+    return "kchaos" if third == 0 else f"kchaos{third}"
+
+
 def node_subnet(subnet: str, node_count: int) -> ipaddress.IPv4Network:
     """subnet as a network that holds node_count node addresses from .11
     on, below its broadcast address; ValueError naming the fix otherwise."""

@@ -24,6 +24,7 @@ class CommandDB(DaemonDB):
     def __init__(self, spec: SystemSpec):
         super().__init__()
         self.spec = spec
+        self.ready_timeout = spec.ready_timeout
         self.port = spec.port
         self.broker_daemon = spec.broker
 

@@ -19,11 +19,13 @@ from cluster.node import Node
 from cluster.readiness import group_coordinator_id, metadata_problem, partition_state
 
 LOG_TAIL_LINES = 15
+READY_TIMEOUT = 60.0    # seconds a cluster may take to be ready, unless told
 
 
 class DaemonDB:
     port: int
     broker_daemon: str = "broker"
+    ready_timeout: float = READY_TIMEOUT     # seconds start_all waits for a ready cluster
 
     def __init__(self) -> None:
         self.nodes: list[Node] = []
@@ -49,12 +51,13 @@ class DaemonDB:
             raise ValueError(f"nodes=[]: {type(self).__name__} needs at least one node")
         self.nodes = list(nodes)
 
-    def start_all(self, nodes: Sequence[Node], *, timeout: float = 60.0) -> None:
-        """Bind nodes, set each up and wait until the cluster is ready."""
+    def start_all(self, nodes: Sequence[Node], *, timeout: float | None = None) -> None:
+        """Bind nodes, set each up and wait until the cluster is ready
+        (timeout: the DB's ready_timeout)."""
         self.bind(nodes)
         for node in self.nodes:
             self.setup(node)
-        self.wait_ready(timeout)
+        self.wait_ready(self.ready_timeout if timeout is None else timeout)
 
     def setup(self, node: Node) -> None:
         raise NotImplementedError
@@ -70,7 +73,7 @@ class DaemonDB:
         raise ValueError(f"node={node.name!r} is not one of this DB's nodes "
                          f"{[n.name for n in self.nodes]}")
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
+    def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
         """Until every running broker listens, Metadata lists it, and every
         partition has a leader. A daemon that exits unasked fails at once; a
         timeout says what was checked and shows each node's log tail."""

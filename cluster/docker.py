@@ -31,7 +31,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path, PurePath
 
-from cluster.addressing import check_prefix, node_address, node_subnet, overlapping
+from cluster.addressing import (DEFAULT_SUBNET, check_prefix, node_address, node_subnet,
+                                overlapping, prefix_for)
 from cluster.docker_engine import (LABEL, NODE_LABEL, RUN_LABEL, DockerUnavailable, connect,
                                    docker_cli, remove_leftovers)
 from cluster.docker_image import NODE_PYTHON, ensure_image
@@ -43,9 +44,6 @@ __all__ = ["DEFAULT_SUBNET", "DockerBackend", "DockerNode", "DockerSetupError",
 
 log = logging.getLogger("cluster")
 
-# Not 198.18.0.0/24, the local backend's default: both can run at once.
-DEFAULT_SUBNET = "198.19.0.0/24"
-DEFAULT_PREFIX = "kchaos-dk"
 # Seconds docker exec may take beyond a command's own timeout (the CLI's
 # start and the API's round trips) before we stop waiting for it.
 EXEC_GRACE = 15.0
@@ -149,8 +147,12 @@ class DockerBackend:
 
     def __init__(self, node_count: int, root_dir: str | Path, subnet: str = DEFAULT_SUBNET, *,
                  image: str | None = None, base_image: str | None = None,
-                 prefix: str = DEFAULT_PREFIX):
+                 prefix: str | None = None):
         self.subnet = node_subnet(subnet, node_count)
+        # One run per subnet, as on the local backend: the subnet names the
+        # network and the containers (prefix_for), and setup removes what a
+        # crashed run with the same names left.
+        prefix = prefix or prefix_for(subnet) + "-dk"
         check_prefix(prefix, "-br0", "the network, its bridge and the containers")
         self.root_dir = Path(root_dir).absolute()
         self.prefix = prefix
@@ -217,6 +219,9 @@ class DockerBackend:
             except DockerUnavailable:
                 return      # nothing of ours can exist where no engine answers
         remove_leftovers(self.prefix, client=self._client)
+
+    def diagnose(self) -> str | None:
+        return None
 
     def collect_logs(self, dest_dir: str | Path) -> list[Path]:
         """Each container's own log (`docker logs`) as `<dest_dir>/<node>/

@@ -104,6 +104,9 @@ class AttachedContainers:
             except Exception:  # noqa: BLE001 — a container removed meanwhile
                 pass
 
+    def diagnose(self) -> str | None:
+        return None
+
     def collect_logs(self, dest_dir: str | Path) -> None:
         for node in self.nodes:
             target = Path(dest_dir) / node.name / "container.log"

@@ -26,6 +26,7 @@ import hashlib
 import logging
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -41,12 +42,15 @@ from cluster.node import SetupError
 log = logging.getLogger("cluster")
 
 REPOSITORY = "kchaos-node"
-DEFAULT_BASE = "python:3.11-slim-bookworm"
 OFFLINE_BASE = "kchaos-offline-base:bookworm"
 BASE_SETTING = "KCHAOS_DOCKER_BASE"
 VENV = "/opt/kchaos"
 NODE_PYTHON = f"{VENV}/bin/python"
 DOCKER_DIR = PROJECT / "docker"
+# The Dockerfile's own default (ARG BASE_IMAGE=...), so a build by hand and
+# ours start from the same base.
+DEFAULT_BASE = re.search(r"^ARG BASE_IMAGE=(\S+)$", (DOCKER_DIR / "Dockerfile").read_text(),
+                         re.MULTILINE).group(1)
 # The image's Python: CPython 3.11 on bookworm's glibc 2.36, whichever base.
 BOOKWORM = Target((3, 11), platform.machine(), ("glibc", "2.36"))
 

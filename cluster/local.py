@@ -30,21 +30,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePath
 
 from cluster.addressing import (DEFAULT_SUBNET, check_prefix, node_address, node_subnet,
-                                overlapping)
+                                overlapping, prefix_for)
 from cluster.node import CommandError, SetupError, check_argv
 
 log = logging.getLogger("cluster")
 
-
-
-def prefix_for(subnet: str) -> str:
-    """The names of a run's namespaces and links, from its subnet: setup
-    removes whatever exists under its prefix (a crashed run's leftovers),
-    so runs at the same time on one machine need different subnets, and
-    get different prefixes from them — `kchaos` for 198.18.0.0/24,
-    `kchaos<third octet>` for the others."""
-    third = ipaddress.IPv4Network(subnet).network_address.packed[2]
-    return "kchaos" if third == 0 else f"kchaos{third}"
 
 
 class NetworkSetupError(SetupError, RuntimeError):
@@ -268,6 +258,9 @@ class LocalBackend:
         for netns in ours:
             _ip("netns", "del", netns, ok_if="No such file")
         disallow_forwarding(self.bridge)
+
+    def collect_logs(self, dest_dir: Path) -> None:
+        """Nodes are this host's processes: their logs come with the DB."""
 
     def diagnose(self) -> str | None:
         """Why nodes may not reach each other, when the host's firewall

@@ -14,7 +14,7 @@ import re
 import signal as signals
 import subprocess
 from collections.abc import Mapping, Sequence
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Protocol, runtime_checkable
 
 
@@ -54,6 +54,25 @@ class Node(Protocol):
                     timeout: float = 10.0) -> int | None:
         """Continue, send sig and wait for the daemon to exit (SIGKILL after
         timeout); its exit status, or None if it was never started."""
+
+
+class Backend(Protocol):
+    """What makes a run's nodes (local, docker, ssh, a user's containers)."""
+    nodes: list
+    namespaced: bool        # each node has a network namespace of its own
+
+    def setup(self) -> None:
+        """Make the nodes (removing what a crashed run of the same names left)."""
+
+    def teardown(self) -> None:
+        """Remove what setup made; safe in any state."""
+
+    def collect_logs(self, dest_dir: Path) -> None:
+        """The nodes' own logs (a container's), as dest_dir/<node>/...;
+        nothing where a node has none beyond its daemons' logs."""
+
+    def diagnose(self) -> str | None:
+        """Why nodes may not reach each other, when the backend can tell."""
 
 
 class SetupError(Exception):

@@ -31,6 +31,7 @@ import shlex
 import shutil
 import socket
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path, PurePath, PurePosixPath
@@ -46,6 +47,10 @@ __all__ = ["SshBackend", "SshNode", "SshOptions", "SshError", "HostKeyRejected",
            "FetchError", "InstallError", "install_kchaos", "clean_hosts"]
 
 log = logging.getLogger("cluster")
+
+# Files up to this size come over SFTP; larger ones (a broker's log after a
+# long run) with rsync or scp, which do not pay paramiko's per-block cost.
+SFTP_LIMIT = 1 << 20
 
 # $1 the working directory, then the command. Not `exec`: the shell reports
 # a command killed by a signal as 128 + N, where sshd would send a signal
@@ -164,13 +169,22 @@ class SshNode(RemoteDaemons):
         self.connection.sftp(write, server_command=self._sftp_server())
 
     def get(self, path: str | PurePath) -> bytes:
+        """Small files over SFTP; a larger one (a broker's log) with rsync
+        or scp, which stream it faster than paramiko's SFTP."""
         source = self._path(path)
 
-        def read(sftp) -> bytes:
+        def read(sftp) -> bytes | None:
+            if sftp.stat(source).st_size > SFTP_LIMIT:
+                return None
             with sftp.open(source, "rb") as handle:
                 return handle.read()
 
-        return self.connection.sftp(read, server_command=self._sftp_server())
+        data = self.connection.sftp(read, server_command=self._sftp_server())
+        if data is not None:
+            return data
+        with tempfile.TemporaryDirectory(prefix="kchaos-get-") as scratch:
+            self._copy(source, Path(scratch), timeout=600.0)
+            return (Path(scratch) / PurePosixPath(source).name).read_bytes()
 
     def fetch(self, remote_dir: str | PurePath, local_dir: str | Path, *,
               timeout: float | None = 600.0) -> None:
@@ -178,8 +192,12 @@ class SshNode(RemoteDaemons):
         workdir) into local_dir here, which is created: rsync when both
         sides have it (under sudo when not root), else scp (as the user:
         files only root may read are then missing)."""
-        source = self._path(remote_dir).rstrip("/") or "/"
-        dest = Path(local_dir)
+        self._copy(self._path(remote_dir).rstrip("/") + "/", Path(local_dir), timeout=timeout)
+
+    def _copy(self, source: str, dest: Path, *, timeout: float | None) -> None:
+        """rsync (else scp) source on the host into the directory dest here:
+        a directory's contents when source ends with "/", else the file."""
+        contents = source.endswith("/")
         dest.mkdir(parents=True, exist_ok=True)
         login = f"{self.options.user}@{f'[{self.host}]' if ':' in self.host else self.host}"
         ssh = ["ssh", *self.options.openssh_options()]
@@ -187,10 +205,10 @@ class SshNode(RemoteDaemons):
                                                timeout=30.0).returncode == 0:
             argv = ["rsync", "-rlpt", "-e", shlex.join(ssh),
                     *(["--rsync-path", "sudo -n rsync"] if self._sudo() else []),
-                    f"{login}:{source}/", f"{dest}/"]
+                    f"{login}:{source}", f"{dest}/"]
         else:
             argv = ["scp", "-r", "-p", "-q", *self.options.openssh_options(),
-                    f"{login}:{source}/.", str(dest)]
+                    f"{login}:{source}." if contents else f"{login}:{source}", str(dest)]
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
                                   stdin=subprocess.DEVNULL)
@@ -198,7 +216,8 @@ class SshNode(RemoteDaemons):
             raise FetchError(f"{self.name}: neither rsync nor scp is installed here: "
                              f"apt-get install rsync openssh-client") from None
         if done.returncode != 0:
-            raise FetchError(f"{self.name}: copying {source} from {login} with {argv[0]} "
+            raise FetchError(f"{self.name}: copying {source.rstrip('/') or '/'} from {login} "
+                             f"with {argv[0]} "
                              f"exited with {done.returncode}: "
                              f"{(done.stderr or done.stdout).strip()}")
 
@@ -228,11 +247,14 @@ class SshBackend:
     install, installs kchaos there (node.python); `teardown()` stops their
     daemons and closes the connections, and is safe to call in any state."""
 
-    def __init__(self, hosts: Sequence[str], *, user: str = "root", port: int = 22,
-                 key_file: str | None = None, known_hosts: str | None = None,
-                 accept_new_host_keys: bool = False, root_dir: str = DEFAULT_ROOT,
-                 connect_timeout: float = 10.0, reconnect_for: float = 60.0,
-                 dead_after: float = 20.0, install: bool = False):
+    def __init__(self, hosts: Sequence[str], *, user: str = SshOptions.user,
+                 port: int = SshOptions.port, key_file: str | None = None,
+                 known_hosts: str | None = None,
+                 accept_new_host_keys: bool = SshOptions.accept_new_host_keys,
+                 root_dir: str = DEFAULT_ROOT,
+                 connect_timeout: float = SshOptions.connect_timeout,
+                 reconnect_for: float = SshOptions.reconnect_for,
+                 dead_after: float = SshOptions.dead_after, install: bool = False):
         if isinstance(hosts, str) or not hosts or not all(
                 isinstance(h, str) and h and not any(c.isspace() for c in h) for h in hosts):
             raise ValueError(f"hosts={hosts!r}: pass a list of host names or addresses, "
@@ -259,6 +281,14 @@ class SshBackend:
 
     def __exit__(self, *exc) -> None:
         self.teardown()
+
+    namespaced = False
+
+    def collect_logs(self, dest_dir: Path) -> None:
+        """Hosts have no log of their own for us: daemons' logs come with the DB."""
+
+    def diagnose(self) -> str | None:
+        return None
 
     def setup(self) -> None:
         def prepare(node: SshNode) -> None:

@@ -34,6 +34,7 @@ import string
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from cluster.daemon_db import READY_TIMEOUT
 from cluster.node import SetupError
 
 PLACEHOLDERS = ("node_id", "node_name", "address", "port", "workdir", "data_dir", "peers",
@@ -71,7 +72,7 @@ class SystemSpec:
     data_dir: str = "data"
     peer: str = "{address}:{port}"
     files: tuple[SpecFile, ...] = ()
-    ready_timeout: float = 60.0
+    ready_timeout: float = READY_TIMEOUT
     source: str = "<spec>"
 
     def daemon(self, name: str) -> Daemon:
@@ -113,9 +114,11 @@ def parse_spec(body: dict, source: str = "<spec>") -> SystemSpec:
         if not f.path or PurePosixPath(f.path).is_absolute() or ".." in PurePosixPath(f.path).parts:
             bad("file.path", f"{f.path!r}: a path relative to the node's workdir")
     spec = SystemSpec(name=str(body["name"]), port=body["port"], daemons=daemons,
-                      broker=body["broker"], data_dir=str(body.get("data_dir", "data")),
-                      peer=str(body.get("peer", "{address}:{port}")), files=files,
-                      ready_timeout=float(body.get("ready_timeout", 60.0)), source=source)
+                      broker=body["broker"],
+                      data_dir=str(body.get("data_dir", SystemSpec.data_dir)),
+                      peer=str(body.get("peer", SystemSpec.peer)), files=files,
+                      ready_timeout=float(body.get("ready_timeout", SystemSpec.ready_timeout)),
+                      source=source)
     for where, template in _templates(spec):
         _check_template(template, lambda why, where=where: bad(where, why))
     return spec
@@ -139,16 +142,17 @@ def _daemon(d: dict, i: int, bad) -> Daemon:
     setup = d.get("setup", [])
     if not all(isinstance(c, list) and c and all(isinstance(a, str) for a in c) for c in setup):
         bad(f"{where}.setup", "a list of argv lists")
-    if d.get("on", "all") not in ("all", "first"):
+    if d.get("on", Daemon.on) not in ("all", "first"):
         bad(f"{where}.on", "\"all\" or \"first\"")
     try:
-        stop = signal.Signals[str(d.get("stop_signal", "SIGTERM"))]
+        stop = signal.Signals[str(d.get("stop_signal", Daemon.stop_signal.name))]
     except KeyError:
         bad(f"{where}.stop_signal", f"{d.get('stop_signal')!r} is not a signal name (SIGTERM)")
     return Daemon(name=str(d.get("name", f"daemon{i}")), argv=tuple(d["argv"]),
-                  on=d.get("on", "all"), setup=tuple(tuple(c) for c in setup),
+                  on=d.get("on", Daemon.on), setup=tuple(tuple(c) for c in setup),
                   env={str(k): str(v) for k, v in d.get("env", {}).items()},
-                  stop_signal=stop, stop_timeout=float(d.get("stop_timeout", 30.0)))
+                  stop_signal=stop,
+                  stop_timeout=float(d.get("stop_timeout", Daemon.stop_timeout)))
 
 
 def _templates(spec: SystemSpec):

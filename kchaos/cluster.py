@@ -39,12 +39,8 @@ def make_backend(config: TestConfig, run_dir: Path):
             from cluster.docker_attach import AttachedContainers
             return AttachedContainers(list(config.docker_containers))
         from cluster.docker import DockerBackend
-        from cluster.local import prefix_for
-        # One run per subnet, as on the local backend: the subnet names the
-        # network and containers, and setup removes what a crashed run left.
         return DockerBackend(config.node_count(), run_dir / SCRATCH, subnet=config.subnet,
-                             image=config.docker_image,
-                             prefix=prefix_for(config.subnet) + "-dk")
+                             image=config.docker_image)
     from cluster.ssh import SshBackend
     return SshBackend(list(config.nodes), user=config.ssh_user, port=config.ssh_port,
                       key_file=config.ssh_key, known_hosts=config.ssh_known_hosts,
@@ -92,11 +88,10 @@ class Cluster:
             from nemesis.disk.fault import mount
             for node in self.nodes:         # under the data directory, before the broker
                 mount(node)
-        timeout = getattr(self.db, "spec", None)
         try:
-            self.db.start_all(self.nodes, timeout=timeout.ready_timeout if timeout else 60)
+            self.db.start_all(self.nodes)
         except TimeoutError as e:
-            diagnosis = getattr(self.backend, "diagnose", lambda: None)()
+            diagnosis = self.backend.diagnose()
             if diagnosis:
                 raise TimeoutError(f"{e}\nlikely cause: {diagnosis}") from None
             raise
@@ -132,12 +127,10 @@ class Cluster:
                 from nemesis.disk.fault import unmount_all
                 for problem in unmount_all(self.nodes):
                     log.warning("unmounting a disk gate: %s", problem)
-            collect_logs = getattr(self.backend, "collect_logs", None)
-            if collect_logs is not None:
-                try:
-                    collect_logs(self.run_dir / NODES_DIR)
-                except Exception:  # noqa: BLE001
-                    log.exception("collecting the nodes' own logs")
+            try:
+                self.backend.collect_logs(self.run_dir / NODES_DIR)
+            except Exception:  # noqa: BLE001
+                log.exception("collecting the nodes' own logs")
             self.backend.teardown()
             # The nodes' data: its listing and logs are in nodes/<name>/.
             shutil.rmtree(self.run_dir / SCRATCH, ignore_errors=True)

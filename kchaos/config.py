@@ -18,6 +18,7 @@ from pathlib import Path
 
 from cluster.addressing import DEFAULT_SUBNET
 from cluster.ssh_options import DEFAULT_ROOT as SSH_ROOT
+from cluster.ssh_options import SshOptions
 from kchaos.settings import setting
 from nemesis.core import TARGETS
 from workloads.queue_config import QueueConfig
@@ -66,8 +67,8 @@ class TestConfig:
         default_factory=list, comma=True, metavar="C1,C2,...",
         help="Running containers to use as the nodes (a cluster that is already running, "
              "e.g. a compose project), instead of containers kchaos makes.")
-    ssh_user: str = setting("root", "SSH user on the hosts (sudo -n when not root).")
-    ssh_port: int = setting(22, "SSH port of the hosts.")
+    ssh_user: str = setting(SshOptions.user, "SSH user on the hosts (sudo -n when not root).")
+    ssh_port: int = setting(SshOptions.port, "SSH port of the hosts.")
     ssh_key: str | None = setting(None, "SSH private key file.", default_text="the SSH "
                                   "agent's and ~/.ssh's keys")
     ssh_known_hosts: str | None = setting(None, "known_hosts file the hosts' keys are "
@@ -75,7 +76,7 @@ class TestConfig:
     ssh_root: str = setting(SSH_ROOT, "Directory on the hosts where nodes work (<root>/n1, "
                             "...) and kchaos is installed.")
     ssh_accept_new_host_keys: bool = setting(
-        False, "Accept and record the key of a host known_hosts does not list (a changed key "
+        SshOptions.accept_new_host_keys, "Accept and record the key of a host known_hosts does not list (a changed key "
         "is always refused).")
     # -- the system under test (cluster/db.py) -------------------------------
     db: str = setting("reference", "reference: kchaos runs its reference broker on the "

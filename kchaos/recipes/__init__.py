@@ -16,6 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+# Brokers that notice a dead peer within seconds: fenced by the controller,
+# their leaderships moved and their ISR places dropped within 3 s (the
+# recipes' and the end-to-end tests' cluster).
+FAST_BROKERS = ["broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=300",
+                "replica.lag.time.max.ms=3000", "group.initial.rebalance.delay.ms=0"]
+
 
 @dataclass(frozen=True)
 class Recipe:

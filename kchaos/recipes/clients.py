@@ -20,16 +20,13 @@ Two recipes need the workload rather than a fault: pipelined sends
 
 from __future__ import annotations
 
-from kchaos.recipes import Recipe
+from kchaos.recipes import FAST_BROKERS, Recipe
 from kchaos.recipes.watch import BrokerLinkCut, acknowledged, isr, leads, order, settled
 from nemesis.process import KillFault, PauseFault
 from workloads.clients import ClientSettings
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
-# A dead broker is fenced (and its leaderships moved) within 3 s.
-FAST_BROKERS = ["broker.heartbeat.interval.ms=300", "broker.session.timeout.ms=3000",
-                "replica.lag.time.max.ms=3000", "group.initial.rebalance.delay.ms=0"]
 # Brokers paused for a few seconds are neither fenced by the controller nor
 # dropped from an ISR: a recipe that stalls replication on purpose needs
 # the ISR whole afterwards (a clean election, acks=all waiting for everyone).

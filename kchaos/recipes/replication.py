@@ -11,15 +11,12 @@ their offsets.
 
 from __future__ import annotations
 
-from kchaos.recipes import Recipe
+from kchaos.recipes import FAST_BROKERS, Recipe
 from kchaos.recipes.watch import BrokerLinkCut, acknowledged, isr, leads, order, settled
 from nemesis.disk.fault import DiskFault, command
 from nemesis.process import KillFault, PauseFault
 from workloads.clients import ClientSettings
 
-# Brokers that notice a dead peer within seconds (the run tests' FAST_BROKERS).
-FAST_BROKERS = ["broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=300",
-                "replica.lag.time.max.ms=3000", "group.initial.rebalance.delay.ms=0"]
 # Subscribe-mode consumers whose group's first rebalance outlasts the main
 # phase: only the final phase reads, as in Jepsen's Kafka tests.
 IDLE_READERS = "group.initial.rebalance.delay.ms=120000"

@@ -244,7 +244,8 @@ def test_arguments_are_checked(tmp_path):
         DockerBackend(0, tmp_path)
     backend = DockerBackend(2, "relative")
     assert backend.subnet.compressed == DEFAULT_SUBNET
-    assert [n.address for n in backend.nodes] == ["198.19.0.11", "198.19.0.12"]
+    assert [n.address for n in backend.nodes] == ["198.18.0.11", "198.18.0.12"]
+    assert backend.prefix == "kchaos-dk"
     assert all(n.workdir.is_absolute() and n.own_network for n in backend.nodes)
 
 

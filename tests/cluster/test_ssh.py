@@ -19,8 +19,8 @@ import pytest
 
 from cluster.db import ReferenceDB
 from cluster.node import Node
-from cluster.ssh import (FetchError, HostKeyRejected, SessionLost, SshBackend, SshError,
-                         clean_hosts, install_kchaos)
+from cluster.ssh import (SFTP_LIMIT, FetchError, HostKeyRejected, SessionLost, SshBackend,
+                         SshError, clean_hosts, install_kchaos)
 from cluster.ssh_install import INSTALL, MARKER
 from tests.cluster.conftest import SSH_KIND, leftovers, wait_until
 from tests.cluster.test_db import SETTINGS, TIMEOUT, create_topic, round_trip
@@ -312,11 +312,16 @@ def test_sudo_runs_everything_as_root_for_another_user(hosts, tmp_path):
             hosts.backend(tmp_path / "nodes", 1, user=user).setup()
 
 
-def test_fetch_copies_a_directory_with_rsync_or_else_scp(ssh, tmp_path, monkeypatch):
+def test_fetch_and_large_gets_copy_with_rsync_or_else_scp(ssh, tmp_path, monkeypatch):
+    """fetch copies directories, and get a file larger than SFTP_LIMIT (a
+    broker's log), with rsync, or scp where there is no rsync."""
     node = ssh.nodes[0]
     files = {"a.log": b"a" * 10, "sub/b.log": b"b" * 70000}
     for name, data in files.items():
         node.put(f"logs/{name}", data)
+    large = os.urandom(SFTP_LIMIT + 4096)
+    node.put("broker.log", large)
+    assert node.get("broker.log") == large
 
     def copied(directory: Path) -> dict[str, bytes]:
         return {str(p.relative_to(directory)): p.read_bytes()
@@ -331,6 +336,11 @@ def test_fetch_copies_a_directory_with_rsync_or_else_scp(ssh, tmp_path, monkeypa
     monkeypatch.setenv("PATH", str(bin_dir))
     node.fetch("logs", tmp_path / "scp")
     assert copied(tmp_path / "scp") == files
+    assert node.get("broker.log") == large
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))   # SFTP only: small files come,
+    assert node.get("logs/a.log") == files["a.log"]
+    with pytest.raises(FetchError, match="neither rsync nor scp"):     # a large one does not
+        node.get("broker.log")
     monkeypatch.undo()
     with pytest.raises(FetchError, match=rf"n1: copying {node.workdir}/missing from root@"):
         node.fetch("missing", tmp_path / "none")

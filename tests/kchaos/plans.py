@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kchaos.config import TestConfig
 from kchaos.run import nemesis_plan
-from nemesis.schedule import make_fault
+from nemesis.schedule import DEFAULT_MIX, make_fault
 
 
 def first_seed(wanted, **settings) -> int:
@@ -17,6 +17,14 @@ def first_seed(wanted, **settings) -> int:
         if wanted([s.fault for s in steps if s.action == "start"]):
             return seed
     raise AssertionError(f"no seed below 500 plans what is wanted with {settings}")
+
+
+def every_default_kind(faults) -> bool:
+    """Every kind of the default mix (nemesis.schedule.DEFAULT_MIX) starts:
+    restart-all is planned as a kill whose targets are all nodes."""
+    kinds = {f["fault"] for f in faults}
+    restart_all = "all" in {f.get("targets") for f in faults if f["fault"] == "kill"}
+    return set(DEFAULT_MIX) - {"restart-all"} <= kinds and restart_all
 
 
 def verbs(faults) -> set[str]:

@@ -14,19 +14,17 @@ import pytest
 
 from kchaos.config import TestConfig
 from kchaos.progress import Progress
-from kchaos.recipes import RECIPES
+from kchaos.recipes import FAST_BROKERS, RECIPES
 from kchaos.run import nemesis_plan, run_and_check
 from kchaos.validate import recipe_config
-from nemesis.schedule import make_fault
+from nemesis.schedule import DEFAULT_MIX, make_fault
 from tests.docker_support import DOCKER_MARKS, compose_cluster
-from tests.kchaos.plans import first_seed, verbs
+from tests.kchaos.plans import every_default_kind, first_seed, verbs
 
 pytestmark = [*DOCKER_MARKS, pytest.mark.spark, pytest.mark.slow, pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="docker nodes need root here")]
 
 SPEC = Path(__file__).resolve().parents[2] / "examples" / "systems" / "reference.toml"
-FAST_BROKERS = ["broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=300",
-                "replica.lag.time.max.ms=3000", "group.initial.rebalance.delay.ms=0"]
 
 
 def applied(run_dir: Path) -> set[str]:
@@ -66,10 +64,12 @@ def test_a_bug_switch_is_detected_on_docker_nodes(tmp_path, spark):
 
 
 def test_a_described_system_on_docker_nodes(tmp_path, spark):
-    config = TestConfig.build(backend="docker", db="command", system=str(SPEC), seed=23,
-                              subnet="198.18.23.0/24", time_limit=25, nemesis_interval=3,
-                              nemesis=["partition", "pause", "kill", "disk"], recovery_time=3,
-                              final_time_limit=90, store=tmp_path)
+    """Every kind of the default schedule (restart-all is a kill of all)."""
+    settings = dict(time_limit=25, nemesis_interval=3, nemesis=list(DEFAULT_MIX))
+    seed = first_seed(every_default_kind, **settings)
+    config = TestConfig.build(backend="docker", db="command", system=str(SPEC), seed=seed,
+                              subnet="198.18.23.0/24", recovery_time=3, final_time_limit=90,
+                              store=tmp_path, **settings)
     result = run_and_check(config, spark, progress=Progress.quiet())
     assert result.valid is True, (result.counts, result.suite.result.unknown, result.run_dir)
     check_faults(result.run_dir, config)

@@ -18,14 +18,13 @@ import pytest
 from cluster.local import LocalBackend, LocalNode, prefix_for
 from kchaos.config import TestConfig
 from kchaos.progress import Progress
+from kchaos.recipes import FAST_BROKERS
 from kchaos.run import run_and_check
 from nemesis.disk.fault import gate_mounts, mount, unmount_all
 
 pytestmark = [pytest.mark.root, pytest.mark.spark,
               pytest.mark.skipif(os.geteuid() != 0, reason="network faults need root")]
 
-FAST_BROKERS = ["broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=300",
-                "replica.lag.time.max.ms=3000", "group.initial.rebalance.delay.ms=0"]
 KCHAOS = str(Path(sys.executable).with_name("kchaos"))
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from kchaos.config import TestConfig
 from kchaos.progress import Progress
+from kchaos.recipes import FAST_BROKERS
 from kchaos.run import nemesis_plan, run_and_check
 from nemesis.schedule import DEFAULT_MIX, make_fault
 from tests.kchaos.plans import first_seed
@@ -20,9 +21,7 @@ from tests.kchaos.plans import first_seed
 pytestmark = [pytest.mark.root, pytest.mark.spark,
               pytest.mark.skipif(os.geteuid() != 0, reason="faults need root")]
 
-FAST_BROKERS = ["broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=300",
-                "replica.lag.time.max.ms=3000", "group.initial.rebalance.delay.ms=0",
-                "min.insync.replicas=2"]
+BROKERS = [*FAST_BROKERS, "min.insync.replicas=2"]
 
 
 EVERY_KIND = list(DEFAULT_MIX)
@@ -36,7 +35,7 @@ def test_every_fault_on_a_schedule_is_applied_healed_and_valid(tmp_path, spark):
                       and {"all"} <= {f.get("targets") for f in faults if f["fault"] == "kill"}
                       and any(f["fault"] == "disk" and f["mode"] != "lose-unsynced"
                               for f in faults), **settings)
-    config = TestConfig.build(seed=seed, store=tmp_path, broker_config=FAST_BROKERS,
+    config = TestConfig.build(seed=seed, store=tmp_path, broker_config=BROKERS,
                               recovery_time=3, final_time_limit=90, **settings)
     result = run_and_check(config, spark, progress=Progress.quiet())
     run_dir = result.run_dir
@@ -62,7 +61,7 @@ def test_every_fault_on_a_schedule_is_applied_healed_and_valid(tmp_path, spark):
 
     assert result.outcome.heal_problems == [] and result.outcome.nemesis_error is None
     assert result.outcome.node_failures == []
-    assert result.outcome.final["reached"] is True
+    assert result.outcome.final["reached"] is True, (result.outcome.final, run_dir)
     assert result.valid is True, (result.counts, run_dir)
     # Nothing left behind: no namespace of ours, no mount under the run.
     assert "kchaos-n" not in subprocess.run(["ip", "netns", "list"], capture_output=True,
@@ -84,7 +83,7 @@ def test_a_power_loss_on_every_node_loses_acknowledged_records_unless_each_is_sy
     seed = first_seed(lambda faults: [f["targets"] for f in faults] == ["all"], **settings)
     config = TestConfig.build(
         seed=seed, store=tmp_path, recovery_time=3, final_time_limit=60,
-        broker_config=FAST_BROKERS + (["log.flush.interval.messages=1"] if synced else []),
+        broker_config=BROKERS + (["log.flush.interval.messages=1"] if synced else []),
         **settings)
     result = run_and_check(config, spark, progress=Progress.quiet())
     losses = [e for e in result.outcome.nemesis if e["f"] == "lose-unsynced"]

@@ -19,14 +19,13 @@ from cluster.local_cluster import LocalCluster
 from history_analysis.history.reader import validate_history
 from kchaos.config import TestConfig
 from kchaos.progress import Progress
+from kchaos.recipes import FAST_BROKERS
 from kchaos.run import run_and_check, run_test
 from workloads.clients import ClientSettings
 
 pytestmark = pytest.mark.spark
 pytest_plugins = ["pytester"]       # the plugin's own test runs a user's suite
 
-FAST_BROKERS = ["broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=300",
-                "replica.lag.time.max.ms=3000", "group.initial.rebalance.delay.ms=0"]
 
 
 def events(run_dir) -> list[dict]:

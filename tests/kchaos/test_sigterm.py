@@ -1,6 +1,7 @@
 """CI cancels jobs with SIGTERM: `kchaos run` then tears down as Ctrl-C
-does, and `kchaos clean` removes what a SIGKILLed harness left — no
-process, namespace, link, forwarding rule or mount survives either."""
+does, and `kchaos clean` removes what a SIGKILLed harness left, in setup or
+in the main phase, on local or docker nodes — no process, namespace, link,
+forwarding rule, mount, container or network survives either."""
 
 from __future__ import annotations
 
@@ -13,21 +14,26 @@ from pathlib import Path
 
 import pytest
 
-from cluster.local import namespaces, prefix_for
+from cluster.addressing import prefix_for
+from cluster.docker_engine import RUN_LABEL
+from cluster.local import namespaces
 from nemesis.disk.fault import FS_TYPE
+from tests.docker_support import needs_docker
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="namespaces and FUSE need root")]
 
 SUBNET = "198.18.9.0/24"
 PREFIX = prefix_for(SUBNET)
+DOCKER_SUBNET = "198.18.24.0/24"
+DOCKER_PREFIX = prefix_for(DOCKER_SUBNET) + "-dk"     # cluster.docker's names for it
 KCHAOS = [sys.executable, "-m", "kchaos"]
 
 
-def start(store: Path) -> subprocess.Popen:
+def start(store: Path, *options: str, subnet: str = SUBNET) -> subprocess.Popen:
     return subprocess.Popen(
-        [*KCHAOS, "run", "--subnet", SUBNET, "--time-limit", "120", "--nemesis",
-         "partition,disk", "--nemesis-interval", "2", "--store", str(store)],
+        [*KCHAOS, "run", "--subnet", subnet, "--time-limit", "120", "--nemesis",
+         "partition,disk", "--nemesis-interval", "2", "--store", str(store), *options],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -70,6 +76,18 @@ def leftovers(run_dir: Path) -> list[str]:
     return found
 
 
+def docker_leftovers() -> list[str]:
+    import docker
+    client = docker.from_env()
+    try:
+        selector = {"label": f"{RUN_LABEL}={DOCKER_PREFIX}"}
+        return ([f"container {c.name}" for c in client.containers.list(all=True,
+                                                                        filters=selector)]
+                + [f"network {n.name}" for n in client.networks.list(filters=selector)])
+    finally:
+        client.close()
+
+
 def history_lines(run_dir: Path) -> int:
     path = run_dir / "history.jsonl"
     return len(path.read_bytes().splitlines()) if path.exists() else 0
@@ -95,20 +113,44 @@ def test_sigterm_tears_everything_down(tmp_path, phase):
     assert leftovers(run_dir) == []
 
 
-def test_clean_after_the_harness_was_killed(tmp_path):
+def killed_then_cleaned(store: Path, harness: subprocess.Popen, ready, left) -> None:
+    """SIGKILL the harness once ready(run_dir) holds; what it left (left(run_dir))
+    is gone after `kchaos clean`, which can be run again."""
+    run_dir = wait_for(lambda: run_dir_of(store), "a run directory", harness)
+    wait_for(lambda: ready(run_dir), "the moment to kill", harness)
+    harness.send_signal(signal.SIGKILL)
+    harness.wait(30)
+    assert left(run_dir), "SIGKILL left nothing: this test shows nothing"
+    for _ in range(2):      # idempotent
+        cleaned = subprocess.run([*KCHAOS, "clean", str(run_dir)], capture_output=True,
+                                 text=True, timeout=120)
+        assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+        assert left(run_dir) == []
+
+
+@pytest.mark.parametrize("phase", ["setup", "main"])
+def test_clean_after_the_harness_was_killed(tmp_path, phase):
     store = tmp_path / "store"
     harness = start(store)
+    ready = ((lambda run_dir: f"{PREFIX}-n2" in namespaces()) if phase == "setup" else
+             (lambda run_dir: history_lines(run_dir) > 100))
     try:
-        run_dir = wait_for(lambda: run_dir_of(store), "a run directory", harness)
-        wait_for(lambda: history_lines(run_dir) > 100, "the main phase", harness)
-        harness.send_signal(signal.SIGKILL)
-        harness.wait(30)
-        assert leftovers(run_dir), "SIGKILL left nothing: this test shows nothing"
-        for _ in range(2):      # idempotent
-            cleaned = subprocess.run([*KCHAOS, "clean", str(run_dir)], capture_output=True,
-                                     text=True, timeout=120)
-            assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
-            assert leftovers(run_dir) == []
+        killed_then_cleaned(store, harness, ready, leftovers)
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+        subprocess.run([*KCHAOS, "clean", str(run_dir_of(store) or tmp_path)],
+                       capture_output=True, timeout=120)
+
+
+@needs_docker
+@pytest.mark.slow
+def test_clean_after_a_harness_on_docker_nodes_was_killed(tmp_path):
+    store = tmp_path / "store"
+    harness = start(store, "--backend", "docker", subnet=DOCKER_SUBNET)
+    try:
+        killed_then_cleaned(store, harness, lambda run_dir: history_lines(run_dir) > 100,
+                            lambda run_dir: docker_leftovers() + leftovers(run_dir))
     finally:
         if harness.poll() is None:
             harness.kill()
