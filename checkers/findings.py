@@ -51,6 +51,7 @@ _RESUME = ("group", "topic", "partition", "process", "committed_offset", "first_
 CASE_FIELDS = {
     "lost-write": ("topic", "partition", "value", "offset", "send_type", "evidence"),
     "unseen": ("topic", "partition", "value", "offset", "end_offset", "evidence"),
+    "stale-end": ("topic", "partition", "offset", "end_offset", "evidence"),
     "duplicate": ("topic", "partition", "value", "places", "place_count", "evidence"),
     "inconsistent-offsets": ("topic", "partition", "offset", "values", "value_count",
                              "evidence"),

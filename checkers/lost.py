@@ -1,4 +1,5 @@
-"""Sends that nobody consumed: `lost-write` and `unseen` (docs/anomalies.md).
+"""Sends that nobody consumed: `lost-write` and `unseen`; and the end they
+are judged against going back, `stale-end` (docs/anomalies.md).
 
 One idea: a send that must have happened but that no `ok` poll read is lost
 for sure once an `ok` poll read past its position (`lost-write`: the consumer
@@ -24,6 +25,16 @@ there. An unseen send whose position is unknown (an `ok` send without an
 offset that nobody read) could hide in such a gap, so it needs the strict
 branch. An `info` send nobody read could also hide there; docs/anomalies.md
 makes it "never evidence of anything", so it does not block the rule.
+
+`stale-end`: an `ok` end-offsets answered e for a partition although an `ok`
+poll that had completed before it was asked had read offset o >= e. A
+record a consumer was served lay below the high watermark then; a correct
+broker never answers ListOffsets(latest) with less afterwards — a new leader
+answers OFFSET_NOT_AVAILABLE until its high watermark has caught up with its
+epoch start (KIP-207, fixing KAFKA-2334) — so the answer was stale, or the
+read was of records the log no longer commits (a read above the high
+watermark). The final reads go past their recorded ends (workloads/final.py),
+so a stale end no longer hides records as `unseen`; this is its own sign.
 """
 
 from __future__ import annotations
@@ -37,7 +48,7 @@ from checkers.grouping import NONE, order, reduce, starts
 from checkers.partition import OK, TYPES as COMPLETIONS, Partition
 
 FAMILY = "lost"
-TYPES = ("lost-write", "unseen")
+TYPES = ("lost-write", "unseen", "stale-end")
 
 UNKNOWN_REASON = (
     "acknowledged sends that no ok poll read and that nobody read past; they are "
@@ -73,11 +84,34 @@ def findings(part: Partition, out: Findings) -> None:
               send_type=np.array(COMPLETIONS, dtype=object)[s.type[lost]],
               evidence=pairs(s.op[lost], later[lost]))
 
+    _stale_ends(part, out)
     ends = _final_reads(part, out)
     unseen = missed & (s.type == OK) & (later == NONE)
     if unseen.any():
         _judge_unseen(part, out, unseen, ends)
     _series(part, out)
+
+
+def _stale_ends(part: Partition, out: Findings) -> None:
+    """Each ok end-offsets below an offset an ok poll completed before it
+    was invoked had read; the evidence is (that poll, the end-offsets)."""
+    e, r = part.ends, part.reads
+    read = (r.type == OK) & (r.offset != NONE)
+    ok_end = e.type == OK
+    if not read.any() or not ok_end.any():
+        return
+    by = np.argsort(r.op[read], kind="stable")
+    ops, offsets = r.op[read][by], r.offset[read][by]
+    highest = np.maximum.accumulate(offsets)           # the highest read up to each poll
+    before = np.searchsorted(ops, e.invoke[ok_end], side="left")    # polls done before
+    seen = np.where(before > 0, highest[np.maximum(before - 1, 0)], NONE)
+    stale = seen >= e.offset[ok_end]
+    if not stale.any():
+        return
+    # The poll that first read the highest offset: the evidence.
+    first_at = np.searchsorted(highest, seen[stale], side="left")
+    out.cases("stale-end", offset=seen[stale], end_offset=e.offset[ok_end][stale],
+              evidence=pairs(ops[first_at], e.op[ok_end][stale]))
 
 
 def _final_reads(part: Partition, out: Findings) -> tuple[int, int, int, int]:

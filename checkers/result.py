@@ -17,7 +17,7 @@ Verdict = Union[bool, str]
 
 # The catalogue of docs/anomalies.md (without the transactional G0/G1c family).
 ANOMALY_TYPES = (
-    "lost-write", "unseen", "duplicate", "inconsistent-offsets", "garbage-read",
+    "lost-write", "unseen", "stale-end", "duplicate", "inconsistent-offsets", "garbage-read",
     "aborted-read", "nonmonotonic-send", "int-nonmonotonic-send", "int-send-skip",
     "nonmonotonic-poll", "poll-skip", "int-nonmonotonic-poll", "int-poll-skip",
     "stale-committed-offset", "group-lost", "resume-skip", "resume-rewind",

@@ -232,6 +232,10 @@ def run_command(ctx, config_file, allow, max_examples, junit, spark_master, spar
     if outcome.final and not outcome.final.get("reached"):
         click.echo("final reads did not reach every partition's end within "
                    f"--final-time-limit {config.final_time_limit:g} s")
+    if outcome.final and outcome.final.get("past_end"):
+        past = outcome.final["past_end"]
+        click.echo(f"final reads read {sum(past.values())} record(s) past the recorded ends "
+                   f"of {', '.join(sorted(past))} (the ends were stale when recorded)")
     click.echo(f"{outcome.run_dir}: {_verdict_line(result.suite)}")
     if result.seconds_to_verdict is not None:
         click.echo(f"verdict {result.seconds_to_verdict:.1f} s after the final reads")

@@ -320,7 +320,10 @@ class Broker:
         interval = self.config["replica.high.watermark.checkpoint.interval.ms"] / 1000
         while True:
             await asyncio.sleep(interval)
-            self._write_checkpoint()
+            try:
+                self._write_checkpoint()
+            except OSError as e:    # a disk error: tried again next interval, not given up
+                log.warning("node %d: high watermark checkpoint failed: %s", self.node_id, e)
 
     def _write_checkpoint(self) -> None:
         write_checkpoint(self.data_dir / CHECKPOINT,

@@ -144,6 +144,17 @@ class ReplicaFetcher:
         except UnexpectedAppendOffset as e:
             log.warning("%s: %s", partition, e)
             return False
+        except OSError as e:
+            # A disk error (EIO): the failed append was cut back off the
+            # segment (Segment.append), so the next fetch asks again from
+            # the log end. Kafka would take the log directory offline
+            # (KIP-112) and, with one directory, stop the broker; the
+            # reference broker treats the error as transient and retries,
+            # as it does for a produce that hit it. Not catching it here
+            # ended the fetcher for good: the follower never rejoined.
+            log.warning("%s: disk error applying a fetch from %d: %s", partition,
+                        self.leader_id, e)
+            return False
         if diverging.epoch >= 0:
             log.info("%s: truncated to %d after diverging epoch %d (end %d) from leader %d",
                      partition, partition.log.log_end_offset, diverging.epoch,

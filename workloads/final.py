@@ -7,6 +7,12 @@ acknowledged but is never read is lost, not merely unread (docs/anomalies.md:
 Fresh clients, assign mode, seek to beginning; on an indeterminate poll the
 reader becomes a new process with a new client and starts over from the
 beginning, until the ends are reached or `time_limit` runs out.
+
+Reaching the recorded ends is not where reading stops: the reader goes on
+until EMPTY_POLLS polls in a row return nothing, so the reads do not depend
+on an end that was stale when it was asked for (a high watermark a new
+leader had not caught up yet, or that a broker under-reports). What it read
+past the recorded ends is counted per partition (`past_end`).
 """
 
 from __future__ import annotations
@@ -20,6 +26,10 @@ from workloads.clients.base import partitions_value
 from workloads.queue import close_quietly
 
 PHASE = "final"
+# Polls in a row that must return nothing once every end is reached: each
+# waits up to TAIL_POLL s, long enough for a fetch to every partition's
+# leader (the clients' fetch wait is 500 ms), so three are several fetches.
+EMPTY_POLLS, TAIL_POLL = 3, 0.6
 
 
 class FinalReader:
@@ -47,8 +57,10 @@ class FinalReader:
                              f"kchaos-final-{self.process}", None)
 
     def run(self, time_limit: float) -> dict:
-        """Read to the ends. Returns {"ends": {...}, "reached": bool,
-        "processes": n} for the run's summary."""
+        """Read to the ends and past them until the partitions are quiet.
+        Returns {"ends": {...}, "reached": bool, "processes": n,
+        "past_end": {partition: records read at or above its end}} for the
+        run's summary."""
         deadline = time.monotonic() + time_limit
         wanted = partitions_value(self.partitions)
         ends: dict[tuple[str, int], int] | None = None
@@ -65,14 +77,17 @@ class FinalReader:
                     client, processes = self._replace(client, processes)
                     time.sleep(0.5)
             if ends is None:
-                return {"ends": None, "reached": False, "processes": processes}
-            reached = self._read_to(client, ends, deadline)
+                return {"ends": None, "reached": False, "processes": processes, "past_end": {}}
+            past_end: dict[tuple[str, int], set[int]] = {}
+            reached = self._read_to(client, ends, deadline, past_end)
             while not reached and time.monotonic() < deadline:
                 # Really repeating: a new process, a new client, from the start.
                 client, processes = self._replace(client, processes)
-                reached = self._read_to(client, ends, deadline)
+                reached = self._read_to(client, ends, deadline, past_end)
             return {"ends": {f"{t}-{p}": o for (t, p), o in ends.items()},
-                    "reached": reached, "processes": processes}
+                    "reached": reached, "processes": processes,
+                    "past_end": {f"{t}-{p}": len(offsets)
+                                 for (t, p), offsets in sorted(past_end.items())}}
         finally:
             close_quietly(client)
 
@@ -81,9 +96,12 @@ class FinalReader:
         self.process += self.step
         return self._client(), processes + 1
 
-    def _read_to(self, client, ends: dict[tuple[str, int], int], deadline: float) -> bool:
+    def _read_to(self, client, ends: dict[tuple[str, int], int], deadline: float,
+                 past_end: dict[tuple[str, int], set[int]]) -> bool:
         """Assign all, seek to beginning, poll until every position reaches
-        its end; False on an indeterminate poll or the deadline."""
+        its end and then EMPTY_POLLS polls in a row read nothing; False on
+        an indeterminate poll or the deadline. Offsets read at or above
+        their partition's end go into past_end."""
         outcome = self._op("assign", h.invocation("assign",
                                                   partitions=partitions_value(self.partitions),
                                                   seek_to_beginning=True),
@@ -95,11 +113,18 @@ class FinalReader:
         def done() -> bool:
             return all(positions[tp] >= end for tp, end in ends.items())
 
-        while not done() and time.monotonic() < deadline:
-            outcome = self._op("poll", h.invocation("poll"), lambda: client.poll(1.0))
-            for read in outcome.value.get("reads", ()):
+        empty = 0
+        while empty < EMPTY_POLLS and time.monotonic() < deadline:
+            tail = done()
+            outcome = self._op("poll", h.invocation("poll"),
+                               lambda: client.poll(TAIL_POLL if tail else 1.0))
+            reads = outcome.value.get("reads", ())
+            for read in reads:
                 tp = (read["topic"], read["partition"])
                 positions[tp] = max(positions.get(tp, 0), read["offset"] + 1)
+                if read["offset"] >= ends.get(tp, read["offset"] + 1):
+                    past_end.setdefault(tp, set()).add(read["offset"])
             if outcome.type == "info":
                 return False
+            empty = empty + 1 if tail and not reads else 0
         return done()

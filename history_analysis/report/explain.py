@@ -26,6 +26,10 @@ MEANING = {
     "unseen": "The broker acknowledged the write, no read ever returned it, and the final "
               "reads (after every fault was healed) read the partition to the end the "
               "broker reported. The acknowledged record is gone.",
+    "stale-end": "The broker reported a partition's end (ListOffsets, the high watermark) "
+                 "below an offset a consumer had already been given: the end went back. A "
+                 "new leader answered with a high watermark that had not caught up "
+                 "(KAFKA-2334), or consumers had read records the log did not commit.",
     "duplicate": "One value, sent once, is at more than one offset or in more than one "
                  "partition: the record was written twice.",
     "inconsistent-offsets": "Readers (or a reader and the producer's acknowledgement) disagree "
@@ -150,6 +154,9 @@ def sentence(type_: str, case: dict, evidence: Evidence) -> str:
             parts.append(f"the final reads read {tp} to its end, offset {case['end_offset']}")
         parts.append(evidence.reads_of(value))
         return "; ".join(parts)
+    if type_ == "stale-end":
+        return f"a poll had read offset {offset} of {tp}; the end-offsets asked after it " \
+               f"answered {case['end_offset']}"
     if type_ == "duplicate":
         places = ", ".join(f"offset {p['offset']} of {p['topic']}-{p['partition']}"
                            for p in (case.get("places") or [])[:6])

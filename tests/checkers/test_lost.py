@@ -175,3 +175,37 @@ def test_no_acknowledged_send_no_finding(run_checker):
     assert result.counts == {}
     assert result.unknown == {}
     assert result.stats["unseen"] == {"series": []}
+
+
+def test_stale_end_and_its_near_misses(run_checker):
+    h = Run()
+    # S0: a poll read up to 4, then the end was answered as 3.
+    h.named("s0", h.send, T, 0, 200, 201, 202, 203, 204, offsets=[0, 1, 2, 3, 4])
+    h.named("r0", h.poll, *[(T, 0, o, 200 + o) for o in range(5)])
+    # S1 near-miss: read up to 2, end 3 (the end is one past the last record).
+    h.named("s1", h.send, T, 1, 210, 211, 212, offsets=[0, 1, 2])
+    h.named("r1", h.poll, *[(T, 1, o, 210 + o) for o in range(3)])
+    # S2 near-miss: a poll of offset 5 that completed only after the end
+    # was asked (concurrent: the end may have been asked first).
+    h.named("s2", h.send, T, 2, 220, offsets=[5])
+    h.poll(99, (T, 2, 5, 220), pending=True)
+    # S3 near-miss: an info poll "read" offset 9.
+    h.named("r3", h.poll, (T, 3, 9, 230), type="info")
+    # S4: the highest read (6) came before a lower one; the first is the evidence.
+    h.named("s4", h.send, T, 4, 240, 241, offsets=[2, 6])
+    h.named("r4_high", h.poll, (T, 4, 6, 241))
+    h.named("r4_low", h.poll, (T, 4, 2, 240))
+
+    h.named("end", h.end_offsets, (T, 0, 3), (T, 1, 3), (T, 2, 1), (T, 3, 0), (T, 4, 4))
+    h.complete(99)
+
+    result = run_checker(check, h)
+
+    at = h.at
+    assert result.counts.get("stale-end") == 2, result.counts
+    assert by_partition(result.anomalies["stale-end"]) == {
+        0: {"type": "stale-end", "topic": T, "partition": 0, "offset": 4, "end_offset": 3,
+            "evidence": [at["r0"], at["end"]]},
+        4: {"type": "stale-end", "topic": T, "partition": 4, "offset": 6, "end_offset": 4,
+            "evidence": [at["r4_high"], at["end"]]},
+    }

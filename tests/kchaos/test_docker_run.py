@@ -25,6 +25,7 @@ pytestmark = [*DOCKER_MARKS, pytest.mark.spark, pytest.mark.slow, pytest.mark.ro
               pytest.mark.skipif(os.geteuid() != 0, reason="docker nodes need root here")]
 
 SPEC = Path(__file__).resolve().parents[2] / "examples" / "systems" / "reference.toml"
+ROLES = {"leader", "follower", "coordinator", "controller"}     # one node each
 
 
 def applied(run_dir: Path) -> set[str]:
@@ -38,11 +39,27 @@ def check_faults(run_dir: Path, config: TestConfig) -> None:
     assert planned and planned <= applied(run_dir), (sorted(planned), sorted(applied(run_dir)))
 
 
+def role_targeted(run_dir: Path) -> dict[str, list[list[str]]]:
+    """The nodes each role-targeted pause or kill hit, by role."""
+    events = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+    hit: dict[str, list[list[str]]] = {}
+    for e in events:
+        if e["process"] == -1 and e["type"] == "info" and e["f"] in ("pause", "kill") \
+                and e["value"].get("targets") in ROLES:
+            hit.setdefault(e["value"]["targets"], []).append(e["value"]["nodes"])
+    return hit
+
+
 def test_every_fault_on_docker_nodes_is_valid(tmp_path, spark):
+    """Role targets included: the controller (on n1) is paused or killed,
+    and so are a partition's leader, a follower or a group's coordinator."""
     settings = dict(time_limit=60, nemesis=["partition", "pause", "kill", "disk"],
                     nemesis_interval=4)
     seed = first_seed(lambda faults: {"start-partition", "pause", "kill", "stall-disk"}
-                      <= verbs(faults), **settings)
+                      <= verbs(faults)
+                      and {"controller"} < {f.get("targets") for f in faults
+                                            if f["fault"] in ("pause", "kill")} & ROLES,
+                      **settings)
     config = TestConfig.build(backend="docker", subnet="198.18.21.0/24", seed=seed,
                               broker_config=FAST_BROKERS, topic_config=["min.insync.replicas=2"],
                               recovery_time=3, final_time_limit=90, store=tmp_path, **settings)
@@ -50,6 +67,10 @@ def test_every_fault_on_docker_nodes_is_valid(tmp_path, spark):
     assert result.valid is True, (result.counts, result.suite.result.unknown, result.run_dir)
     check_faults(result.run_dir, config)
     assert {"start-partition", "pause", "kill", "stall-disk"} <= applied(result.run_dir)
+    hit = role_targeted(result.run_dir)
+    assert hit["controller"] and all(nodes == ["n1"] for nodes in hit["controller"]), hit
+    assert all(len(nodes) == 1 for role in set(hit) - {"controller"} for nodes in hit[role]), hit
+    assert set(hit) - {"controller"}, hit
     assert (result.run_dir / "nodes" / "n1" / "container.log").exists()
     assert result.outcome.heal_problems == []
 

@@ -405,3 +405,63 @@ def test_stall_times_out_a_produce_until_stopped(broker_node):
     finally:
         heal(cluster)
         db.teardown(broker_node)
+
+
+def test_a_follower_whose_disk_failed_for_a_while_catches_up_and_rejoins(tmp_path):
+    """EIO on a follower's appends (disk-errors) is not the end of its
+    replication: its fetcher backs off and fetches again, so once the
+    errors stop it catches up and rejoins the ISR, and acks=all with
+    min.insync.replicas=2 works again. (Before: the fetcher's task died on
+    the first EIO and the partition's high watermark stood still for good.)
+    Its high watermark checkpoints go on too."""
+    backend = make_backend("netns", tmp_path / "nodes", 2)
+    backend.setup()
+    db = None
+    try:
+        for node in backend.nodes:
+            mount(node)
+        db = ReferenceDB(config=[*BROKER_SETTINGS, "replica.lag.time.max.ms=2000",
+                                 "min.insync.replicas=2",
+                                 "replica.high.watermark.checkpoint.interval.ms=200"])
+        db.start_all(backend.nodes, timeout=30)
+        admin = AdminClient({"bootstrap.servers": db.bootstrap_servers(), **QUIET})
+        admin.create_topics([NewTopic("t", 1, 2)])["t"].result(20)
+        db.wait_ready(20)
+        names = lambda: sorted(n.name for n in db.in_sync("t", 0) or [])  # noqa: E731
+        wait_until(lambda: names() == ["n1", "n2"], "both replicas in the ISR", 20)
+        leader = db.primary("t", 0)
+        follower = next(n for n in backend.nodes if n.name != leader.name)
+
+        def broker_log() -> str:
+            return (follower.workdir / "broker.log").read_text()
+
+        cluster = Cluster(backend.nodes, db, db.bootstrap_servers(), ["t"], 1)
+        fault = DiskFault("errors", targets=[follower.name])
+        fault.start(cluster, random.Random(1))
+        try:
+            # acks=1: the leader's disk is fine; the follower's appends of them fail.
+            assert produce(db.bootstrap_servers(), 20) == [None] * 20
+            wait_until(lambda: "disk error applying a fetch" in broker_log(), "a failed append "
+                       "on the follower", 20)
+            time.sleep(1.0)         # five checkpoint intervals: they fail too
+        finally:
+            fault.stop(cluster)
+        stopped = time.time()
+        checkpoint = follower.workdir / "data" / "replication-offset-checkpoint"
+        wait_until(lambda: checkpoint.exists() and checkpoint.stat().st_mtime > stopped,
+                   "a checkpoint after the errors", 10)
+        producer = Producer({"bootstrap.servers": db.bootstrap_servers(), "acks": "all",
+                             "message.timeout.ms": 10000, **QUIET})
+        errors = []
+        producer.produce("t", b"after", partition=0, on_delivery=lambda e, m: errors.append(e))
+        producer.flush(20)
+        assert errors == [None]                 # the follower has all 21: it fetched again
+        assert end_offset(db.bootstrap_servers()) == 21 and names() == ["n1", "n2"]
+        assert "high watermark checkpoint failed" in broker_log()
+    finally:
+        if db is not None:
+            for node in backend.nodes:
+                db.teardown(node)
+        problems = unmount_all(backend.nodes)
+        backend.teardown()
+        assert problems == []
