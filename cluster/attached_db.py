@@ -146,6 +146,10 @@ class AttachedDB(ExternalDB):
         state = partition_state(self.bootstrap, topic, partition)
         return None if state is None else [n for n in map(self._node_by_id, state[1]) if n]
 
+    def controller_node(self) -> Node | None:
+        """A cluster kchaos did not start: where its controller runs is not known."""
+        return None
+
     def group_coordinator(self, group: str) -> Node | None:
         found = group_coordinator_id(self.bootstrap, group)
         return None if found is None else self._node_by_id(found)

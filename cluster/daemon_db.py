@@ -62,9 +62,13 @@ class DaemonDB:
     def setup(self, node: Node) -> None:
         raise NotImplementedError
 
+    def broker_nodes(self) -> list[Node]:
+        """The nodes a broker runs on (node i from 0 is broker i + 1)."""
+        return [n for n in self.nodes if self.broker_daemon in self.daemons_on(n)]
+
     def bootstrap_servers(self) -> str:
         self._check_bound("bootstrap_servers")
-        return ",".join(f"{node.address}:{self.port}" for node in self.nodes)
+        return ",".join(f"{node.address}:{self.port}" for node in self.broker_nodes())
 
     def node_id(self, node: Node) -> int:
         for i, bound in enumerate(self.nodes):

@@ -7,8 +7,9 @@ needs. Two adapters:
 
 - `ReferenceDB` runs the project's reference broker on `Node`s: the
   controller (node id 0, `--process-roles controller`) on the first node,
-  a broker (node ids 1..N) on every node. It installs nothing: nodes share
-  this machine's Python.
+  a broker (node ids 1..N) on every node — or, with `controller_node`, the
+  controller alone on the last node and the brokers on the others. It
+  installs nothing: nodes share this machine's Python.
 - `ExternalDB` is a cluster kchaos does not manage; it only knows where
   clients connect.
 """
@@ -77,6 +78,12 @@ class Primary(Protocol):
 
 
 @runtime_checkable
+class Ready(Protocol):
+    def wait_ready(self, timeout: float) -> None:
+        """Until the cluster serves again (TimeoutError saying what is missing)."""
+
+
+@runtime_checkable
 class LogFiles(Protocol):
     def log_files(self, node: Node) -> list[PurePath]:
         """Paths on node worth keeping in the run directory."""
@@ -91,12 +98,14 @@ class ReferenceDB(DaemonDB):
 
     Node `<workdir>` holds `data/` and `broker.log`; the first node also
     `controller/` and `controller.log`. Daemons are named "broker" and
-    "controller" on their nodes.
+    "controller" on their nodes. With controller_node the last node runs
+    only the controller, so a fault can take it apart from every broker
+    (with the controller beside n1, `halves` is always "n1 versus the rest").
     """
 
     def __init__(self, *, bugs: Sequence[str] = (), config: Sequence[str] = (),
                  port: int = 9092, controller_port: int = 9093, log_level: str = "INFO",
-                 python: str | None = None):
+                 python: str | None = None, controller_node: bool = False):
         if port == controller_port:
             raise ValueError(f"port={port!r} and controller_port={controller_port!r}: the "
                              f"first node runs both daemons, so they need different ports")
@@ -107,13 +116,25 @@ class ReferenceDB(DaemonDB):
         self.controller_port = controller_port
         self.log_level = log_level
         self.python = python            # None: each node's own (Node.python)
+        self.separate_controller = controller_node
+
+    def bind(self, nodes: Sequence[Node]) -> None:
+        if self.separate_controller and len(nodes) < 2:
+            raise ValueError(f"nodes={[n.name for n in nodes]}: a controller on a node of its "
+                             f"own needs a node for a broker besides")
+        super().bind(nodes)
 
     def controller_node(self) -> Node | None:
-        """The first node: the single controller runs there."""
-        return self.nodes[0] if self.nodes else None
+        """The node the single controller runs on: the first, or the last
+        when it has a node of its own."""
+        if not self.nodes:
+            return None
+        return self.nodes[-1] if self.separate_controller else self.nodes[0]
 
     def daemons_on(self, node: Node) -> list[str]:
-        return [BROKER] + ([CONTROLLER] if self._is_controller_node(node) else [])
+        if not self._is_controller_node(node):
+            return [BROKER]
+        return [CONTROLLER] if self.separate_controller else [BROKER, CONTROLLER]
 
     def log_files(self, node: Node) -> list[PurePath]:
         return [node.workdir / f"{daemon}.log" for daemon in self.daemons_on(node)]
@@ -146,7 +167,7 @@ class ReferenceDB(DaemonDB):
             node.start_daemon(CONTROLLER, self._controller_argv(node),
                               log=node.workdir / "controller.log")
             self._expected.add((node.name, CONTROLLER))
-        if node.is_running(BROKER):
+        if BROKER not in self.daemons_on(node) or node.is_running(BROKER):
             return
         self._check_port_free(node, self.port)
         node.start_daemon(BROKER, self._broker_argv(node), log=node.workdir / "broker.log")
@@ -175,7 +196,7 @@ class ReferenceDB(DaemonDB):
 
     def _is_controller_node(self, node: Node) -> bool:
         self._check_bound("setup")
-        return node.name == self.nodes[0].name
+        return node.name == self.controller_node().name
 
     def _controller_argv(self, node: Node) -> list[str]:
         return [self._python(node), "-m", "reference_broker", "--node-id", str(CONTROLLER_ID),
@@ -185,7 +206,7 @@ class ReferenceDB(DaemonDB):
                 *_repeat("--config", self.config)]
 
     def _broker_argv(self, node: Node) -> list[str]:
-        controller = f"{self.nodes[0].address}:{self.controller_port}"
+        controller = f"{self.controller_node().address}:{self.controller_port}"
         return [self._python(node), "-m", "reference_broker",
                 "--node-id", str(self.node_id(node)),
                 "--listen", f"{node.address}:{self.port}",

@@ -52,7 +52,8 @@ def make_backend(config: TestConfig, run_dir: Path):
 def make_db(config: TestConfig, nodes: list):
     from cluster.db import ExternalDB, ReferenceDB
     if config.db == "reference":
-        return ReferenceDB(bugs=list(config.bugs), config=list(config.broker_config))
+        return ReferenceDB(bugs=list(config.bugs), config=list(config.broker_config),
+                           controller_node=config.controller_node)
     if config.db == "command":
         from cluster.command_db import CommandDB
         from cluster.system_spec import load_spec

@@ -53,6 +53,10 @@ class TestConfig:
     nodes: int | list[str] = setting(
         3, "Nodes to make (a count), or the SSH hosts to use (host1,host2,...).",
         metavar="N|HOST,...", parse=parse_nodes)
+    controller_node: bool = setting(
+        False, "Run the reference broker's controller on a node of its own, after the "
+        "brokers' (n<N+1> of N brokers; with --nodes HOSTS, the last host), not beside the "
+        "first broker: partitions and kills then take it apart from any broker.")
     use_namespaces: bool | None = setting(
         None, "Loopback addresses even as root (local backend; network faults need "
         "namespaces).", flag="--no-namespaces", flag_value=False,
@@ -132,9 +136,15 @@ class TestConfig:
         return "ssh" if isinstance(self.nodes, list) else "local"
 
     def node_count(self) -> int:
+        """The nodes the backend gives: the brokers' and the controller's own."""
         if self.docker_containers:
             return len(self.docker_containers)
-        return len(self.nodes) if isinstance(self.nodes, list) else self.nodes
+        if isinstance(self.nodes, list):
+            return len(self.nodes)
+        return self.nodes + (1 if self.controller_node else 0)
+
+    def broker_count(self) -> int:
+        return self.node_count() - (1 if self.controller_node else 0)
 
     def has_nodes(self) -> bool:
         """Whether kchaos can reach the nodes (to run a DB or hurt one)."""

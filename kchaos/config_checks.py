@@ -68,10 +68,15 @@ def _nodes(config: TestConfig) -> list[tuple[str, str]]:
     if config.db == "external" and backend == "docker" and not config.docker_containers:
         found.append(("backend", "--db external on docker needs the cluster's containers: "
                       "--docker-containers c1,c2,..."))
-    rf, count = config.workload.replication_factor, config.node_count()
+    rf, count = config.workload.replication_factor, config.broker_count()
     if config.db != "external" and rf > count:
-        found.append(("replication_factor", f"more than the {count} nodes; lower it or "
+        found.append(("replication_factor", f"more than the {count} brokers; lower it or "
                       f"add nodes"))
+    if config.controller_node and config.db != "reference":
+        found.append(("controller_node", "places the reference broker's controller; "
+                      f"--db {config.db} runs no controller of kchaos's"))
+    if config.controller_node and count < 1:
+        found.append(("controller_node", "needs a node for a broker besides the controller's"))
     return found
 
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from cluster.db import Primary
 from cluster.node import Node
 
 # --fault-targets: how many and which nodes a pause, kill, disk or
@@ -50,28 +51,26 @@ class Cluster:
         """The node leading topic-partition (the first topic by default)
         according to cluster metadata; None when it has no leader or the
         DB cannot say (the `Primary` capability)."""
-        primary = getattr(self.db, "primary", None)
         topic = topic if topic is not None else (self.topics[0] if self.topics else None)
-        if primary is None or topic is None:
+        if not isinstance(self.db, Primary) or topic is None:
             return None
-        return primary(topic, partition)
+        return self.db.primary(topic, partition)
 
     def in_sync(self, topic: str | None = None, partition: int = 0) -> list[Node] | None:
         """The nodes in topic-partition's ISR by cluster metadata; None when
         nobody answers or the DB cannot say."""
-        in_sync = getattr(self.db, "in_sync", None)
         topic = topic if topic is not None else (self.topics[0] if self.topics else None)
-        return None if in_sync is None or topic is None else in_sync(topic, partition)
+        if not isinstance(self.db, Primary) or topic is None:
+            return None
+        return self.db.in_sync(topic, partition)
 
     def controller(self) -> Node | None:
         """The node hosting the (active) controller, if the DB says."""
-        controller = getattr(self.db, "controller_node", None)
-        return None if controller is None else controller()
+        return self.db.controller_node() if isinstance(self.db, Primary) else None
 
     def coordinator(self, group: str) -> Node | None:
         """The node coordinating `group` (FindCoordinator), if the DB says."""
-        coordinator = getattr(self.db, "group_coordinator", None)
-        return None if coordinator is None else coordinator(group)
+        return self.db.group_coordinator(group) if isinstance(self.db, Primary) else None
 
 
 def choose_targets(cluster: Cluster, spec: str | Sequence[str], rng: random.Random, *,

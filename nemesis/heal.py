@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 
+from cluster.db import Ready
 from nemesis import net, process
 from nemesis.core import Cluster
 from nemesis.disk import fault as disk
@@ -27,10 +28,9 @@ def heal_all(cluster: Cluster, *, ready_timeout: float = 60.0) -> list[str]:
             problems += step(cluster)
         except Exception as e:  # noqa: BLE001 — one step failing must not skip the rest
             problems.append(f"{step.__module__}.heal: {type(e).__name__}: {e}")
-    wait_ready = getattr(cluster.db, "wait_ready", None)
-    if cluster.nodes and wait_ready is not None:
+    if cluster.nodes and isinstance(cluster.db, Ready):
         try:
-            wait_ready(ready_timeout)
+            cluster.db.wait_ready(ready_timeout)
         except Exception as e:  # noqa: BLE001
             problems.append(f"the cluster is not ready after healing: {e}")
     for problem in problems:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 
+from cluster.db import Kill, Pause
 from nemesis.core import Cluster, FaultError, choose_targets, names
 
 
@@ -22,19 +23,19 @@ def only_broker(broker_only: bool) -> dict:
     return {"daemon": "broker"} if broker_only else {}
 
 
-def _capable(cluster: Cluster, *methods: str) -> None:
-    missing = [m for m in methods if not callable(getattr(cluster.db, m, None))]
-    if missing:
-        raise FaultError(f"the DB adapter {type(cluster.db).__name__} cannot "
-                         f"{', '.join(missing)} nodes: drop this fault from --nemesis")
-
-
 class _SignalFault:
-    """Do `hurt` to the DB on the targets at start, `help` at stop: to
-    everything the DB runs on each node, or with `broker_only` to its
-    broker alone (the validation recipes keep the reference broker's
-    controller, which shares the first node, out of their scenarios)."""
-    start_f = stop_f = hurt = help = ""
+    """Hurt the DB on the targets at start, help it at stop: everything
+    the DB runs on each node, or with `broker_only` its broker alone (the
+    validation recipes keep the reference broker's controller, which
+    shares the first node, out of their scenarios)."""
+    start_f = stop_f = ""
+    capability: type = object       # the DB protocol (cluster/db.py) hurt and help use
+
+    def hurt(self, db, node) -> None:
+        raise NotImplementedError
+
+    def help(self, db, node) -> None:
+        raise NotImplementedError
 
     def __init__(self, targets="one", broker_only: bool = False):
         self.targets = targets
@@ -45,42 +46,54 @@ class _SignalFault:
         return {"targets": self.targets, **({"broker_only": True} if self.broker_only else {})}
 
     def start(self, cluster: Cluster, rng: random.Random) -> dict:
-        _capable(cluster, self.hurt, self.help)
+        if not isinstance(cluster.db, self.capability):
+            raise FaultError(f"the DB adapter {type(cluster.db).__name__} cannot "
+                             f"{self.start_f} nodes: drop this fault from --nemesis")
         self.nodes = choose_targets(cluster, self.targets, rng)
         for node in self.nodes:
-            getattr(cluster.db, self.hurt)(node, **only_broker(self.broker_only))
+            self.hurt(cluster.db, node)
         return {**self.asked(), "nodes": names(self.nodes)}
 
     def stop(self, cluster: Cluster) -> dict:
         for node in self.nodes:
-            getattr(cluster.db, self.help)(node)
+            self.help(cluster.db, node)
         return {"nodes": names(self.nodes)}
 
 
 class PauseFault(_SignalFault):
-    start_f, stop_f, hurt, help = "pause", "resume", "pause", "resume"
+    start_f, stop_f, capability = "pause", "resume", Pause
+
+    def hurt(self, db: Pause, node) -> None:
+        db.pause(node, **only_broker(self.broker_only))
+
+    def help(self, db: Pause, node) -> None:
+        db.resume(node)
 
 
 class KillFault(_SignalFault):
     """SIGKILL the brokers on the targets; stop starts them again (the
     restart is not waited for: a broker that cannot come back shows in the
     run's outcome and in heal-all's wait)."""
-    start_f, stop_f, hurt, help = "kill", "restart", "kill", "start"
+    start_f, stop_f, capability = "kill", "restart", Kill
+
+    def hurt(self, db: Kill, node) -> None:
+        db.kill(node, **only_broker(self.broker_only))
+
+    def help(self, db: Kill, node) -> None:
+        db.start(node)
 
 
 def heal(cluster: Cluster) -> list[str]:
     """Resume every node's DB (a SIGCONT to a running process is harmless)
     and start those that are not running. Problems are returned, not
     raised, so one node's failure does not keep the others unhealed."""
-    problems = []
-    resume = getattr(cluster.db, "resume", None)
-    alive, start = getattr(cluster.db, "alive", None), getattr(cluster.db, "start", None)
+    problems, db = [], cluster.db
     for node in cluster.nodes:
         try:
-            if resume is not None:
-                resume(node)
-            if alive is not None and start is not None and not alive(node):
-                start(node)
+            if isinstance(db, Pause):
+                db.resume(node)
+            if isinstance(db, Kill) and not db.alive(node):
+                db.start(node)
         except Exception as e:  # noqa: BLE001 — reported, the next node still healed
             problems.append(f"{node.name}: {e}")
     return problems

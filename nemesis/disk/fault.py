@@ -32,6 +32,7 @@ import signal
 import time
 from pathlib import PurePath
 
+from cluster.db import Kill
 from cluster.node import Node
 from nemesis.core import Cluster, FaultError, choose_targets, names
 from nemesis.process import only_broker
@@ -263,10 +264,9 @@ class DiskFault:
 
     def start(self, cluster: Cluster, rng: random.Random) -> dict:
         if self.mode == "lose-unsynced":
-            missing = [m for m in ("kill", "start") if not callable(getattr(cluster.db, m, None))]
-            if missing:
+            if not isinstance(cluster.db, Kill):
                 raise FaultError(f"lose-unsynced: the DB adapter {type(cluster.db).__name__} "
-                                 f"cannot {', '.join(missing)} nodes: drop this fault")
+                                 f"cannot kill and start nodes: drop this fault")
         python = _python(cluster)
         targets = choose_targets(cluster, self.targets, rng)
         for node in targets:

@@ -182,7 +182,7 @@ def test_check_bad_input_exits_3(spark, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--db", "external"], "--db external needs --bootstrap"),
     (["--bootstrap", "127.0.0.1:9092"], "use --db external to test a cluster at --bootstrap"),
-    (["--replication-factor", "5"], "replication_factor=5: more than the 3 nodes"),
+    (["--replication-factor", "5"], "replication_factor=5: more than the 3 brokers"),
     (["--concurrency", "1"], "concurrency=1: must be at least 2"),
     (["--consumer-mode", "both"], "Invalid value for '--consumer-mode'"),
     (["--allow", "nonsense"], "--allow 'nonsense': not an anomaly type"),

@@ -106,6 +106,9 @@ def test_run_reads_the_file_and_its_errors_name_it(tmp_path):
     ({"docker_containers": ["a"]}, "use --db external --bootstrap"),
     ({"bugs": ["x"], "db": "external", "bootstrap": "h:1"}, "bug switches are the reference"),
     ({"topic_config": ["min.insync.replicas"]}, "is not KEY=VALUE"),
+    ({"controller_node": True, "db": "external", "bootstrap": "h:1"},
+     "--db external runs no controller of kchaos.s"),
+    ({"controller_node": True, "nodes": ["h1", "h2", "h3"]}, "more than the 2 brokers"),
 ])
 def test_combinations_that_cannot_run(flat, message):
     with pytest.raises(ValueError, match=message):
@@ -118,6 +121,11 @@ def test_nodes_are_a_count_or_hosts():
     config = TestConfig.build(db="external", bootstrap="c1:9092", docker_containers=["c1"])
     assert (config.node_backend(), config.node_count(), config.has_nodes()) == ("docker", 1, True)
     assert TestConfig.build(db="external", bootstrap="h:1").has_nodes() is False
+    # The controller's own node comes after the brokers'.
+    separate = TestConfig.build(controller_node=True)
+    assert (separate.node_count(), separate.broker_count()) == (4, 3)
+    hosts = TestConfig.build(controller_node=True, nodes=["h1", "h2", "h3", "h4"])
+    assert (hosts.node_count(), hosts.broker_count()) == (4, 3)
 
 
 def test_nodes_on_the_command_line_are_a_count_or_hosts(tmp_path):
@@ -125,7 +133,7 @@ def test_nodes_on_the_command_line_are_a_count_or_hosts(tmp_path):
     result = run_here("--nodes", "h1,h2", "--backend", "docker", "--store", store)
     assert result.exit_code == 3 and "hosts are for --backend ssh" in result.stderr
     result = run_here("--nodes", "2", "--store", store)
-    assert result.exit_code == 3 and "replication_factor=3: more than the 2 nodes" in result.stderr
+    assert result.exit_code == 3 and "replication_factor=3: more than the 2 brokers" in result.stderr
 
 
 def test_a_docker_engine_that_does_not_answer_is_one_line_of_bad_input(tmp_path):

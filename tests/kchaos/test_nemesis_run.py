@@ -95,3 +95,29 @@ def test_a_power_loss_on_every_node_loses_acknowledged_records_unless_each_is_sy
         assert result.valid is False, (result.counts, result.run_dir)
         assert {"lost-write", "unseen", "inconsistent-offsets"} & set(result.counts), \
             result.counts
+
+
+@pytest.mark.slow
+def test_a_controller_on_a_node_of_its_own_is_split_and_paused_apart_from_the_brokers(
+        tmp_path, spark):
+    """--controller-node: the controller alone on n4, the brokers on n1-n3;
+    `halves` then puts it with one broker, and a pause of the `controller`
+    target stops it and no broker. Valid on the correct broker."""
+    settings = dict(time_limit=20, nemesis=["partition", "pause", "kill"], nemesis_interval=3,
+                    controller_node=True)
+    seed = first_seed(lambda faults: {("partition", "halves"), ("pause", "controller")}
+                      <= {(f["fault"], f.get("kind", f.get("targets"))) for f in faults},
+                      **settings)
+    config = TestConfig.build(seed=seed, store=tmp_path, broker_config=BROKERS, recovery_time=3,
+                              final_time_limit=60, **settings)
+    result = run_and_check(config, spark, progress=Progress.quiet())
+    assert result.valid is True, (result.counts, result.run_dir)
+    nodes = result.run_dir / "nodes"
+    assert sorted(p.name for p in (nodes / "n4").glob("*.log")) == ["controller.log"]
+    assert sorted(p.name for p in (nodes / "n1").glob("*.log")) == ["broker.log"]
+    events = [json.loads(line)
+              for line in (result.run_dir / "history.jsonl").read_text().splitlines()]
+    done = [e["value"] for e in events if e["process"] == -1 and e["type"] == "info"]
+    assert ["n4"] in [v["nodes"] for v in done if v.get("targets") == "controller"]
+    halves = [v["grudge"] for v in done if v.get("kind") == "halves"]
+    assert halves and set(halves[0]["n4"]) == {"n1", "n2"}, halves

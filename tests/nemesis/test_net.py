@@ -313,8 +313,8 @@ def test_one_way_the_deaf_node_sends_but_hears_nothing(three):
 
 
 class Leads:
-    """A DB adapter that knows only who leads (the `Primary` and controller
-    capabilities), to choose isolate-leader's target."""
+    """A DB adapter that knows only who leads (the `Primary` capability:
+    the leader and the controller), to choose isolate-leader's target."""
 
     def __init__(self, leader=None, controller=None):
         self.leader, self.controller = leader, controller
@@ -326,6 +326,12 @@ class Leads:
 
     def controller_node(self):
         return self.controller
+
+    def in_sync(self, topic, partition):
+        return None
+
+    def group_coordinator(self, group):
+        return None
 
 
 @pytest.mark.root

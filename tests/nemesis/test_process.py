@@ -126,6 +126,9 @@ def test_heal_all_reports_what_it_cannot_heal(cluster):
     class Broken:
         nodes = cluster.nodes
 
+        def pause(self, node):
+            pass
+
         def resume(self, node):
             raise OSError(f"cannot reach {node.name}")
 
@@ -134,11 +137,22 @@ def test_heal_all_reports_what_it_cannot_heal(cluster):
 
 
 class FixedLeader:
+    """A DB adapter (the `Primary` capability) whose only answer is who leads."""
+
     def __init__(self, leader):
         self.leader = leader
 
     def primary(self, topic, partition):
         return self.leader
+
+    def in_sync(self, topic, partition):
+        return None
+
+    def controller_node(self):
+        return None
+
+    def group_coordinator(self, group):
+        return None
 
 
 @pytest.mark.parametrize("count, spec, size", [
