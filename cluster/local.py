@@ -16,7 +16,6 @@ daemons run there (inside its namespace when it has one).
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import re
@@ -30,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePath
 
 from cluster.addressing import (DEFAULT_SUBNET, check_prefix, node_address, node_subnet,
-                                overlapping, prefix_for)
+                                overlapping)
 from cluster.node import CommandError, SetupError, check_argv
 
 log = logging.getLogger("cluster")

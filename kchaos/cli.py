@@ -16,7 +16,7 @@ import click
 from click.core import ParameterSource
 
 from kchaos import __version__
-from kchaos.config import DEFAULT_SUBNET, TestConfig
+from kchaos.config import TestConfig
 from kchaos.options import click_options, from_flat, given, read_config_file
 
 EXIT_OK, EXIT_INVALID, EXIT_UNKNOWN, EXIT_BAD_INPUT = 0, 1, 2, 3

@@ -23,7 +23,6 @@ import threading
 import zipfile
 from dataclasses import dataclass
 from html import escape
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, urlsplit

@@ -256,9 +256,9 @@ def _offset_points(data: RunData, topic: str, partition: int, marked: np.ndarray
     """Writes and reads of one partition, thinned, points near the marked
     offsets always kept; and what was cut, in words."""
     out, cut = [], []
-    for name, table in (("sends", series.acknowledged(data)), ("reads", data.reads)):
-        rows = table.filter(pc.and_(pc.equal(table["topic"], topic),
-                                    pc.equal(table["partition"], partition)))
+    for name, source in (("sends", series.acknowledged(data)), ("reads", data.reads)):
+        rows = source.filter(pc.and_(pc.equal(source["topic"], topic),
+                                     pc.equal(source["partition"], partition)))
         rows = rows.filter(pc.is_valid(rows["offset"]))
         offs = series._np(rows["offset"]).astype(np.int64)
         near = np.zeros(len(offs), bool)

@@ -4,7 +4,6 @@ the leader answers."""
 
 from __future__ import annotations
 
-from kio.schema.errors import ErrorCode
 
 from reference_broker.protocol.shapes import Shapes
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.local import LocalBackend, LocalNode, prefix_for
+from cluster.addressing import prefix_for
+from cluster.local import LocalBackend, LocalNode
 from kchaos.config import TestConfig
 from kchaos.progress import Progress
 from kchaos.recipes import FAST_BROKERS
