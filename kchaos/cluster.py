@@ -30,7 +30,8 @@ def make_backend(config: TestConfig, run_dir: Path):
         return None
     kind = config.node_backend()
     if kind == "local":
-        from cluster.local import LocalBackend, prefix_for
+        from cluster.addressing import prefix_for
+        from cluster.local import LocalBackend
         return LocalBackend(config.node_count(), run_dir / SCRATCH, subnet=config.subnet,
                             use_namespaces=config.use_namespaces,
                             prefix=prefix_for(config.subnet))
