@@ -64,6 +64,11 @@ INJECTIONS = {
     # The log lost offset 1: the end recorded is 1 and the final read reached it.
     "unseen": [send(P, (0, 0), (1, 1)), end_offsets(FINAL, 1),
                assign(FINAL, True, phase="final"), poll(FINAL, (0, 0), phase="final")],
+    # R1 read offset 1; later the end is answered as 1 (stale); the final reads
+    # read both anyway.
+    "stale-end": [send(P, (0, 0), (1, 1)), assign(R1, True), poll(R1, (0, 0), (1, 1)),
+                  end_offsets(FINAL, 1), assign(FINAL, True, phase="final"),
+                  poll(FINAL, (0, 0), (1, 1), phase="final")],
     # v0 at offsets 0 and 2, each read by a different reader.
     "duplicate": [send(P, (0, 0), (1, 1)), assign(R1, True), poll(R1, (0, 0), (1, 1)),
                   assign(R2, False), poll(R2, (0, 2))],
