@@ -20,9 +20,10 @@ STAMP   = $(VENV)/.installed
 run: $(STAMP)
 	$(BIN)/kchaos run $(RUN_ARGS)
 
-# Two workers: the end-to-end runs wait on time limits more than they use
-# the cores (tests/conftest.py keeps those on the default subnet on one).
-PARALLEL ?= -n 2 --dist loadgroup
+# Three workers on two cores: the end-to-end runs wait on time limits more
+# than they use the cores (about 40% busy with two workers); tests/conftest.py
+# keeps those that share a subnet, ports or hosts on one worker.
+PARALLEL ?= -n 3 --dist loadgroup
 
 test: $(STAMP) docker-deps
 	$(BIN)/python -m pytest $(PARALLEL) $(PYTEST_ARGS)
