@@ -70,6 +70,10 @@ class DaemonDB:
         self._check_bound("bootstrap_servers")
         return ",".join(f"{node.address}:{self.port}" for node in self.broker_nodes())
 
+    def running_brokers(self) -> list[Node]:
+        """The broker nodes whose broker runs now (a paused one runs)."""
+        return [n for n in self.broker_nodes() if n.is_running(self.broker_daemon)]
+
     def node_id(self, node: Node) -> int:
         for i, bound in enumerate(self.nodes):
             if bound.name == node.name:
@@ -86,7 +90,7 @@ class DaemonDB:
         problem = "no metadata yet"
         while time.monotonic() < deadline:
             self._check_alive()
-            running = [n for n in self.nodes if n.is_running(self.broker_daemon)]
+            running = self.running_brokers()
             # A broker may listen only once it is registered; a restarted one
             # is still listed under its old registration.
             closed = [n.name for n in running if not _accepts(n.address, self.port)]
@@ -125,13 +129,13 @@ class DaemonDB:
 
     def group_coordinator(self, group: str) -> Node | None:
         """The node coordinating group (FindCoordinator; None: no answer)."""
-        running = [n for n in self.nodes if n.is_running(self.broker_daemon)]
+        running = self.running_brokers()
         found = group_coordinator_id(",".join(f"{n.address}:{self.port}" for n in running),
                                      group) if running else None
         return None if found is None else self._by_id(found)
 
     def _partition_state(self, topic: str, partition: int):
-        running = [n for n in self.nodes if n.is_running(self.broker_daemon)]
+        running = self.running_brokers()
         if not running:
             return None
         return partition_state(",".join(f"{n.address}:{self.port}" for n in running),

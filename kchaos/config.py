@@ -80,8 +80,8 @@ class TestConfig:
     ssh_root: str = setting(SSH_ROOT, "Directory on the hosts where nodes work (<root>/n1, "
                             "...) and kchaos is installed.")
     ssh_accept_new_host_keys: bool = setting(
-        SshOptions.accept_new_host_keys, "Accept and record the key of a host known_hosts does not list (a changed key "
-        "is always refused).")
+        SshOptions.accept_new_host_keys, "Accept and record the key of a host known_hosts "
+        "does not list (a changed key is always refused).")
     # -- the system under test (cluster/db.py) -------------------------------
     db: str = setting("reference", "reference: kchaos runs its reference broker on the "
                       "nodes; command: kchaos runs the system --system describes; external: "

@@ -133,7 +133,8 @@ def test_nodes_on_the_command_line_are_a_count_or_hosts(tmp_path):
     result = run_here("--nodes", "h1,h2", "--backend", "docker", "--store", store)
     assert result.exit_code == 3 and "hosts are for --backend ssh" in result.stderr
     result = run_here("--nodes", "2", "--store", store)
-    assert result.exit_code == 3 and "replication_factor=3: more than the 2 brokers" in result.stderr
+    assert result.exit_code == 3
+    assert "replication_factor=3: more than the 2 brokers" in result.stderr
 
 
 def test_a_docker_engine_that_does_not_answer_is_one_line_of_bad_input(tmp_path):
