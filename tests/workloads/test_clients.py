@@ -278,6 +278,43 @@ def test_a_member_commits_its_partitions(library, broker, topic, clients):
     assert member.committed(group, [(topic, 1)], 10).value["offsets"][0]["offset"] == 4
 
 
+def test_a_member_closed_in_a_rebalance_leaves_and_the_other_gets_every_partition(
+        library, broker, topic, clients):
+    """A member is closed while a rebalance it has not served is pending
+    (a second member joined and nothing polled the first since): close()
+    returns, and the other member ends up owning both partitions. With
+    confluent-kafka a rebalance served inside close() can hang the process
+    for good (workloads/clients/confluent.py, ConfluentConsumer._leave_group)."""
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    first, _ = subscribed(library, broker, clients, group, topic)
+    second = consumer(library, broker, clients, group)
+    assert second.subscribe(group, [topic]).type == "ok"
+    owned: set[int] = set()
+    stop = threading.Event()
+
+    def poll_second() -> None:
+        while not stop.is_set():
+            for r in second.poll(0.2).value["rebalances"]:
+                parts = {p["partition"] for p in r["partitions"]}
+                owned.update(parts) if r["kind"] == "assigned" else owned.difference_update(parts)
+
+    poller = threading.Thread(target=poll_second, daemon=True)
+    poller.start()
+    try:
+        time.sleep(1.0)     # the second member's JoinGroup: the first must rejoin
+        closing = threading.Thread(target=first.close, daemon=True)
+        closing.start()
+        closing.join(TIMEOUT)
+        assert not closing.is_alive(), "close() of a member in a rebalance did not return"
+        deadline = time.monotonic() + TIMEOUT
+        while owned != {0, 1} and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        poller.join(TIMEOUT)
+    assert owned == {0, 1}
+
+
 def test_commit_by_a_non_member_of_an_active_group_fails(library, broker, topic, clients):
     """A consumer outside the group (assign mode, no generation) commits
     while the group has a member: the coordinator refuses with

@@ -27,6 +27,7 @@ log = logging.getLogger("workloads.clients")
 LIBRDKAFKA_LOG = logging.getLogger("workloads.clients.librdkafka")
 
 POLL_SLICE = 0.1  # s
+LEAVE_WAIT = 3.0  # s a closing group member polls for its revocation (ConfluentConsumer.close)
 
 E = KafkaError
 # Error code -> FAIL (certainly not applied) or INFO. Codes not listed are INFO.
@@ -187,6 +188,7 @@ class ConfluentConsumer:
         self._closed = False
         self._client_id = client_id
         self._commit_in_flight: threading.Thread | None = None
+        self._subscribed = False
         self._commit_timeout = settings.default_api_timeout_ms / 1000
         self._epochs = ConsumedEpochs()
         self._consumer = Consumer({
@@ -243,6 +245,7 @@ class ConfluentConsumer:
                                      on_revoke=recorder("revoked"), on_lost=recorder("lost"))
         except KafkaException as e:
             return Outcome(FAIL, value, describe(e.args[0]))
+        self._subscribed = True
         return Outcome(OK, value)
 
     def poll(self, timeout: float, max_records: int = 500) -> Outcome:
@@ -360,4 +363,28 @@ class ConfluentConsumer:
             threading.Thread(target=self._consumer.close,
                              name=f"close-after-commit-{self._client_id}", daemon=True).start()
         else:
-            self._consumer.close()  # leaves the group (LeaveGroup) if subscribed
+            self._leave_group()
+            self._consumer.close()  # sends LeaveGroup if still a member
+
+    def _leave_group(self) -> None:
+        """Unsubscribe and poll until the revocation is served, before close().
+
+        A rebalance that close() itself must serve can hang the process for
+        good: confluent-kafka's rebalance callback calls rd_kafka_assign(),
+        which waits for a reply from the consumer group that close() is
+        already terminating (librdkafka #4884), and it waits holding the GIL
+        (confluent-kafka-python #1023), so every thread of the harness stops.
+        Seen once in a 90-s generic run: packet loss on the coordinator, then
+        the main phase's end. Unsubscribing first lets poll() serve the
+        revocation while the group is alive (the workaround in librdkafka
+        #4527); LEAVE_WAIT bounds it."""
+        if not self._subscribed:
+            return
+        try:
+            self._consumer.unsubscribe()
+            deadline = time.monotonic() + LEAVE_WAIT
+            self._consumer.poll(POLL_SLICE)     # records read now are dropped: never recorded
+            while self._consumer.assignment() and time.monotonic() < deadline:
+                self._consumer.poll(POLL_SLICE)
+        except (KafkaException, RuntimeError) as e:
+            log.info("%s: leaving the group before close: %s", self._client_id, e)
