@@ -12,10 +12,14 @@ recipe) drives it from one thread: `script(nemesis)` calls `start`, `stop`,
 from __future__ import annotations
 
 import logging
+import os
 import random
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 
 from nemesis.core import Cluster, Fault
 from nemesis.heal import heal_all
@@ -23,6 +27,7 @@ from nemesis.heal import heal_all
 log = logging.getLogger("nemesis")
 
 PROCESS = -1
+PROJECT = str(Path(__file__).resolve().parents[1])     # where a stuck script's own frames are
 
 
 class Unmet(Exception):
@@ -41,6 +46,9 @@ class Nemesis:
         self.active: list[Fault] = []
         self.done = threading.Event()       # the main phase is over
         self.realised: list[dict] = []      # what happened, for test.json
+        self._lock = threading.Lock()
+        self._outstanding: tuple[str, dict] | None = None   # an invocation not completed yet
+        self._abandoned: int | None = None  # the thread whose records are dropped
 
     # -- faults ------------------------------------------------------------
 
@@ -80,8 +88,27 @@ class Nemesis:
         self._record("info", f, done)
         return done
 
+    def abandon(self, thread: threading.Thread, why: str) -> None:
+        """`thread` is stuck applying a fault: complete its invocation as
+        `info` (it may still happen) and drop whatever it records later, so
+        the nemesis stays one process with one operation at a time
+        (docs/history.md) while the run heals the cluster without it."""
+        with self._lock:
+            self._abandoned = thread.ident
+            if self._outstanding is not None:
+                f, asked = self._outstanding
+                self._append("info", f, asked, why)
+
     def _record(self, type: str, f: str, value: dict, error: str | None = None) -> None:
+        with self._lock:
+            if threading.get_ident() == self._abandoned:
+                log.warning("nemesis: dropped %s %s of an abandoned script: %s", type, f, value)
+                return
+            self._append(type, f, value, error)
+
+    def _append(self, type: str, f: str, value: dict, error: str | None) -> None:
         self.history.append(PROCESS, type, f, value, error=error)
+        self._outstanding = (f, value) if type == "invoke" else None
         if type != "invoke":
             entry = {"f": f, "type": type, "value": value, **({"error": error} if error else {})}
             self.realised.append(entry)
@@ -140,8 +167,23 @@ class NemesisThread:
             self.error = e
 
     def finish(self, timeout: float = 120.0) -> None:
+        """End the script's waits and join it; a script still applying a
+        fault after `timeout` is abandoned (Nemesis.abandon), and where it
+        was stuck is logged and kept in the error."""
         self.nemesis.done.set()
         self._thread.join(timeout)
-        if self._thread.is_alive():
-            self.error = self.error or TimeoutError(
-                f"the nemesis did not finish within {timeout} s of the main phase's end")
+        if not self._thread.is_alive():
+            return
+        frame = sys._current_frames().get(self._thread.ident)
+        stack = traceback.extract_stack(frame) if frame is not None else []
+        log.error("the nemesis did not finish within %s s of the main phase's end; it is "
+                  "stuck at:\n%s", timeout, "".join(stack.format() if stack else []))
+        ours = [f for f in stack if f.filename.startswith(PROJECT + os.sep)
+                and "-packages" not in f.filename] or stack
+        where = (f"{os.path.relpath(ours[-1].filename, PROJECT)}:{ours[-1].lineno} "
+                 f"{ours[-1].name}()" if ours else "an unknown place")
+        self.nemesis.abandon(self._thread, f"not completed: the nemesis was still applying "
+                                           f"it {timeout} s after the main phase ended")
+        self.error = self.error or TimeoutError(
+            f"the nemesis did not finish within {timeout} s of the main phase's end "
+            f"(stuck in {where}; the whole stack is in kchaos.log)")
