@@ -157,10 +157,9 @@ class ControllerService:
         error, state, records = self.controller.alter_partition(
             broker_id, broker_epoch, topic, partition, leader_epoch, partition_epoch, new_isr)
         self._commit(records)
-        if records:
-            log.info("%s-%d: ISR %s -> %s (partition epoch %d), asked by broker %d", topic,
-                     partition, None if state is None else state.isr, new_isr,
-                     partition_epoch, broker_id)
+        if records and state is not None:       # the state after the change
+            log.info("%s-%d: ISR now %s (partition epoch %d), asked by broker %d", topic,
+                     partition, state.isr, state.partition_epoch, broker_id)
         return error, state
 
     async def create_topics(self, topics: list[NewTopic], validate_only: bool
