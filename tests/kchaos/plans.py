@@ -4,6 +4,9 @@ first seed whose plan has them, rather than pinning one."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from kchaos.config import TestConfig
 from kchaos.run import nemesis_plan
 from nemesis.schedule import DEFAULT_MIX, make_fault
@@ -44,3 +47,9 @@ def every_default_kind(faults) -> bool:
 def verbs(faults) -> set[str]:
     """The start verbs of fault descriptions (start-partition, stall-disk, ...)."""
     return {make_fault(f).start_f for f in faults}
+
+
+def applied(run_dir: Path) -> set[str]:
+    """The fault verbs whose start the nemesis completed (info, not fail)."""
+    events = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+    return {e["f"] for e in events if e["process"] == -1 and e["type"] == "info"}

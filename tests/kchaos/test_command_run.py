@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from kchaos.cli import cli
 from kchaos.config import TestConfig
 from nemesis.schedule import DEFAULT_MIX
-from tests.kchaos.plans import SLACK, every_default_kind, first_seed, starts, verbs
+from tests.kchaos.plans import SLACK, applied, every_default_kind, first_seed, starts, verbs
 
 pytestmark = [pytest.mark.root, pytest.mark.spark,
               pytest.mark.skipif(os.geteuid() != 0, reason="faults need root")]
@@ -30,12 +30,6 @@ WITHIN = SCHEDULE["time_limit"] - SLACK     # the starts checked (tests/kchaos/p
 
 def results(run_dir: Path) -> dict:
     return json.loads((run_dir / "results.json").read_text())
-
-
-def applied(run_dir: Path) -> set[str]:
-    """The fault verbs whose start the nemesis completed (info, not fail)."""
-    events = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
-    return {e["f"] for e in events if e["process"] == -1 and e["type"] == "info"}
 
 
 @pytest.mark.slow

@@ -19,18 +19,13 @@ from kchaos.run import run_and_check
 from kchaos.validate import recipe_config
 from nemesis.schedule import DEFAULT_MIX
 from tests.docker_support import DOCKER_MARKS, compose_cluster
-from tests.kchaos.plans import SLACK, every_default_kind, first_seed, starts, verbs
+from tests.kchaos.plans import SLACK, applied, every_default_kind, first_seed, starts, verbs
 
 pytestmark = [*DOCKER_MARKS, pytest.mark.spark, pytest.mark.slow, pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="docker nodes need root here")]
 
 SPEC = Path(__file__).resolve().parents[2] / "examples" / "systems" / "reference.toml"
 ROLES = {"leader", "follower", "coordinator", "controller"}     # one node each
-
-
-def applied(run_dir: Path) -> set[str]:
-    events = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
-    return {e["f"] for e in events if e["process"] == -1 and e["type"] == "info"}
 
 
 def check_faults(run_dir: Path, config: TestConfig) -> None:
