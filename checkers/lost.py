@@ -35,6 +35,8 @@ epoch start (KIP-207, fixing KAFKA-2334) — so the answer was stale, or the
 read was of records the log no longer commits (a read above the high
 watermark). The final reads go past their recorded ends (workloads/final.py),
 so a stale end no longer hides records as `unseen`; this is its own sign.
+Every ok end-offsets is judged, the main phase's (`--end-offsets-every`)
+too; only the final phase's ends decide `unseen`.
 """
 
 from __future__ import annotations
@@ -118,7 +120,9 @@ def _final_reads(part: Partition, out: Findings) -> tuple[int, int, int, int]:
     """(end, the op that recorded it, how far ok final reads read, the
     highest value offset below the end); NONE where there is none. A
     recorded end the final reads did not reach is reported (FINAL_READS_SHORT)."""
-    e = part.ends
+    # Only the final phase's ends: one a consumer asked for during the
+    # faults is older than sends acknowledged after it.
+    e = part.ends.where(part.ends.final)
     end_offset = end_index = NONE
     if len(e):
         last = order(e.op, e.offset)[-1]            # the last end-offsets op's

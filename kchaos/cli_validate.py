@@ -11,6 +11,7 @@ import click
 
 from kchaos.cli import EXIT_INVALID, BadInput, _spark, spark_options
 from kchaos.config import DEFAULT_SUBNET
+from kchaos.generic import DEFAULT_PROFILE, PROFILES
 
 
 @click.command("validate")
@@ -32,6 +33,10 @@ from kchaos.config import DEFAULT_SUBNET
               help="--generic: runs on the correct broker.  [default: 10]")
 @click.option("--time-limit", type=click.FloatRange(1), default=None, metavar="S",
               help="--generic: seconds of each run's main phase.  [default: 90]")
+@click.option("--profile", type=click.Choice(list(PROFILES)), default=None,
+              help="--generic: Kafka's timings and sizes, or timeouts and buffers a 90-s "
+              "run's faults cross, with slow consumers and ends asked under faults "
+              f"(docs/validation.md); a table each.  [default: {DEFAULT_PROFILE}]")
 @click.option("--store", type=click.Path(file_okay=False, path_type=Path),
               default=Path("store"), show_default=True, help="Where run directories go.")
 @click.option("--table-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -43,7 +48,8 @@ from kchaos.config import DEFAULT_SUBNET
               "machine need different subnets.")
 @spark_options
 def validate_command(switches, fast, soak, clean_runs, generic, seeds, clean_seeds, time_limit,
-                     store, table_out, write_docs, subnet, spark_master, spark_conf) -> None:
+                     profile, store, table_out, write_docs, subnet, spark_master,
+                     spark_conf) -> None:
     """The validation matrix: every bug switch's recipe (docs/validation.md)
     with the switch on must show its anomaly within the recipe's seeded
     attempts, and at least --clean-runs runs with it off must be valid; a
@@ -60,10 +66,10 @@ def validate_command(switches, fast, soak, clean_runs, generic, seeds, clean_see
     if generic:
         if fast or soak or clean_runs:
             raise BadInput("--generic takes neither --fast, --soak nor --clean-runs")
-        sys.exit(_generic(list(switches), seeds, clean_seeds, time_limit, store, table_out,
-                          write_docs, subnet, spark_master, spark_conf))
-    if seeds or clean_seeds is not None or time_limit:
-        raise BadInput("--seeds, --clean-seeds and --time-limit go with --generic")
+        sys.exit(_generic(list(switches), seeds, clean_seeds, time_limit, profile, store,
+                          table_out, write_docs, subnet, spark_master, spark_conf))
+    if seeds or clean_seeds is not None or time_limit or profile:
+        raise BadInput("--seeds, --clean-seeds, --time-limit and --profile go with --generic")
     from kchaos.progress import Progress
     from kchaos.run import run_and_check
     from kchaos.validate import (
@@ -104,8 +110,8 @@ def validate_command(switches, fast, soak, clean_runs, generic, seeds, clean_see
         sys.exit(EXIT_INVALID)
 
 
-def _generic(switches, seeds, clean_seeds, time_limit, store, table_out, write_docs, subnet,
-             spark_master, spark_conf) -> int:
+def _generic(switches, seeds, clean_seeds, time_limit, profile, store, table_out, write_docs,
+             subnet, spark_master, spark_conf) -> int:
     from kchaos import generic
     from reference_broker.bugs import CATALOGUE
     every = [*CATALOGUE, generic.CORRECT]
@@ -117,6 +123,7 @@ def _generic(switches, seeds, clean_seeds, time_limit, store, table_out, write_d
     store.mkdir(parents=True, exist_ok=True)
     spark = _spark(spark_master, spark_conf, store / ".spark")
     limit = time_limit or generic.TIME_LIMIT
+    profile = profile or DEFAULT_PROFILE
 
     def report(cell, skipped) -> None:
         if skipped:
@@ -127,8 +134,9 @@ def _generic(switches, seeds, clean_seeds, time_limit, store, table_out, write_d
                        f"{cell.run_dir}")
     cells = generic.fill(switches, spark, store, seeds=seeds or generic.SEEDS,
                          clean_seeds=generic.CLEAN_SEEDS if clean_seeds is None
-                         else clean_seeds, time_limit=limit, subnet=subnet, on_cell=report)
-    shown = [c for c in cells if c.time_limit == limit]
+                         else clean_seeds, time_limit=limit, subnet=subnet, profile=profile,
+                         on_cell=report)
+    shown = [c for c in cells if c.time_limit == limit and c.profile == profile]
     table = generic.format_generic(generic.rows(shown, every), {limit})
     click.echo("\n" + table)
     if table_out is not None:
@@ -136,6 +144,6 @@ def _generic(switches, seeds, clean_seeds, time_limit, store, table_out, write_d
     if write_docs:
         from kchaos.validate import write_generic_table
         commits = sorted({c.commit for c in shown})
-        click.echo(f"written to {write_generic_table(table, commits)}")
+        click.echo(f"written to {write_generic_table(table, commits, profile)}")
     false_alarms = [c for c in shown if c.switch == generic.CORRECT and c.valid is False]
     return EXIT_INVALID if false_alarms else 0

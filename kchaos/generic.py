@@ -3,8 +3,10 @@ generic nemesis (every fault kind on a seeded schedule, no recipe, none of
 the recipes' own faults) with each bug switch on, N seeds of T seconds, and
 the same on the correct broker to count false alarms.
 
+Each profile (PROFILES) is a table of its own: Kafka's defaults, or the
+stress settings that let a 90-s run's faults cross timeouts and buffers.
 The full table is hours of runs on two cores, so it is kept as cells: each
-finished (switch, seed, time limit) run appends one line to
+finished (profile, switch, seed, time limit) run appends one line to
 `STORE/validate-generic/cells.jsonl`, and a rerun skips the cells that are
 there. The table is built from the cells alone, so it can be filled over
 several sittings and printed at any point.
@@ -28,11 +30,34 @@ from kchaos.config import TestConfig
 from kchaos.progress import Progress
 from kchaos.run import run_and_check
 from nemesis.schedule import DEFAULT_MIX
+from workloads.clients import ClientSettings
 
 CORRECT = "none"            # the row of the correct broker (no switch)
 SEEDS, TIME_LIMIT, CLEAN_SEEDS = 5, 90.0, 10
 NEMESES = list(DEFAULT_MIX)     # every fault kind of the generic schedule
 CELLS_DIR, CELLS_FILE = "validate-generic", "cells.jsonl"
+
+
+def _stress() -> dict:
+    from kchaos.recipes import FAST_BROKERS
+    return dict(
+        # Timeouts shorter than the ~10-s faults, so a paused or cut replica
+        # leaves the ISR by lagging and a broker is fenced mid-fault; and a
+        # load buffer (KAFKA-5600's) smaller than 90 s of commits.
+        broker_config=[*FAST_BROKERS, "offsets.load.buffer.size=2048"],
+        # Slow consumers (KIP-62) stall 1.5 x 6 s, so a 90-s run has zombies
+        # (both _every are at the nominal rate; polls under faults are slower).
+        client_settings=ClientSettings(max_poll_interval_ms=6000),
+        stall_consumers_every=3.0,
+        # Ends asked under faults, where a stale high watermark shows (KIP-207).
+        end_offsets_every=1.0)
+
+
+# What each profile adds to the run every row shares (every_fault_config):
+# Kafka's own timings and sizes, or settings that let faults of a short run
+# cross the timeouts and buffers a long one would.
+PROFILES = {"kafka-defaults": dict, "stress": _stress}
+DEFAULT_PROFILE = "kafka-defaults"
 
 
 @dataclass
@@ -46,16 +71,24 @@ class Cell:
     run_dir: str = ""
     seconds: float = 0.0        # the whole run, checks included
     commit: str = ""
+    profile: str = DEFAULT_PROFILE      # cells written before profiles were kafka-defaults'
+
+    @property
+    def key(self) -> tuple[str, str, int, float]:
+        return self.profile, self.switch, self.seed, self.time_limit
 
 
 def generic_config(switch: str, *, seed: int, time_limit: float, store: Path,
-                   subnet: str = DEFAULT_SUBNET) -> TestConfig:
+                   subnet: str = DEFAULT_SUBNET,
+                   profile: str = DEFAULT_PROFILE) -> TestConfig:
     """A run as a user would write it (kchaos.validate.every_fault_config,
-    the soak's); the switch is the only difference between the rows."""
+    the soak's, with the profile's settings); the switch is the only
+    difference between the rows of a profile."""
     from kchaos.validate import every_fault_config
     return every_fault_config(name=f"generic-{switch}", seed=seed, store=store, subnet=subnet,
                               time_limit=time_limit, final_time_limit=60,
-                              bugs=[] if switch == CORRECT else [switch])
+                              bugs=[] if switch == CORRECT else [switch],
+                              **PROFILES[profile]())
 
 
 def cells_path(store: Path) -> Path:
@@ -78,27 +111,29 @@ def read_cells(store: Path) -> list[Cell]:
 
 def fill(switches: list[str], spark, store: Path, *, seeds: int = SEEDS,
          clean_seeds: int = CLEAN_SEEDS, time_limit: float = TIME_LIMIT,
-         subnet: str = DEFAULT_SUBNET, progress: Progress | None = None,
+         subnet: str = DEFAULT_SUBNET, profile: str = DEFAULT_PROFILE,
+         progress: Progress | None = None,
          on_cell=lambda cell, skipped: None) -> list[Cell]:
-    """Run every (switch, seed) cell not in the store yet, appending each
-    as it finishes; CORRECT among `switches` gets `clean_seeds` seeds."""
+    """Run every (switch, seed) cell of the profile not in the store yet,
+    appending each as it finishes; CORRECT among `switches` gets
+    `clean_seeds` seeds."""
     from kchaos.measured import commit
-    done = {(c.switch, c.seed, c.time_limit) for c in read_cells(store)}
+    done = {c.key for c in read_cells(store)}
     path = cells_path(store)
     path.parent.mkdir(parents=True, exist_ok=True)
     for switch in switches:
         for seed in range(1, (clean_seeds if switch == CORRECT else seeds) + 1):
-            if (switch, seed, time_limit) in done:
+            if (profile, switch, seed, time_limit) in done:
                 on_cell(None, (switch, seed))
                 continue
             config = generic_config(switch, seed=seed, time_limit=time_limit,
-                                    store=store / CELLS_DIR, subnet=subnet)
+                                    store=store / CELLS_DIR, subnet=subnet, profile=profile)
             started = time.monotonic()
             result = run_and_check(config, spark, progress=progress or Progress.quiet())
             cell = Cell(switch, seed, time_limit, result.valid,
                         {t: n for t, n in sorted(result.counts.items()) if n},
                         detection_time(result.run_dir), str(result.run_dir),
-                        round(time.monotonic() - started, 1), commit())
+                        round(time.monotonic() - started, 1), commit(), profile)
             with open(path, "a") as out:
                 out.write(json.dumps(asdict(cell)) + "\n")
             on_cell(cell, None)

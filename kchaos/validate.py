@@ -155,13 +155,14 @@ def _run(recipe: Recipe, on: bool, seed: int, store: Path, spark,
                          allowed=recipe.allowed, progress=progress or Progress.quiet())
 
 
-def every_fault_config(**settings) -> TestConfig:
+def every_fault_config(broker_config: list[str] = (), **settings) -> TestConfig:
     """Every default fault kind together, acks=all with two in-sync
     replicas required (as Jepsen's Kafka tests run it), clients crashing
-    now and then: the soak's and --generic's run (settings add the rest)."""
+    now and then: the soak's and --generic's run (settings add the rest,
+    broker_config to min.insync.replicas=2)."""
     return TestConfig.build(nemesis=list(SOAK_NEMESES), nemesis_interval=10,
-                            broker_config=["min.insync.replicas=2"], crash_clients_every=30,
-                            **settings)
+                            broker_config=["min.insync.replicas=2", *broker_config],
+                            crash_clients_every=30, **settings)
 
 
 def soak_config(*, minutes: float, seed: int, store: Path,
@@ -217,11 +218,13 @@ def write_docs_table(lines: list[str], *, block: str, measured_on: str) -> Path:
     return page
 
 
-def write_generic_table(table: str, commits: list[str]) -> Path:
-    """The generic nemesis's table (kchaos/generic.py) into
+def write_generic_table(table: str, commits: list[str], profile: str) -> Path:
+    """A profile's generic nemesis table (kchaos/generic.py) into
     docs/validation.md, with the commits its cells were measured on."""
+    from kchaos.generic import DEFAULT_PROFILE
     from kchaos.measured import DOCS, write_block
     page = DOCS / "validation.md"
-    write_block(page, "generic-matrix", f"{table}\n\n(cells measured on commit(s) "
+    block = "generic-matrix" if profile == DEFAULT_PROFILE else f"generic-matrix-{profile}"
+    write_block(page, block, f"{table}\n\n(profile `{profile}`; cells measured on commit(s) "
                 f"{', '.join(commits) or 'none'}.)")
     return page

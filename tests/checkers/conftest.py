@@ -89,11 +89,12 @@ class Ops:
                                              "offset": offset}]}
         return self.op(process, "committed", asked, done, **kw)
 
-    def end_offsets(self, process, *ends, **kw):
-        """ends: (topic, partition, offset)."""
+    def end_offsets(self, process, *ends, phase="final", **kw):
+        """ends: (topic, partition, offset); phase None: asked in the main phase."""
         asked = {"partitions": [{"topic": t, "partition": p} for t, p, _ in ends]}
         done = {"offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in ends]}
-        return self.op(process, "end-offsets", asked, done, phase="final", **kw)
+        return self.op(process, "end-offsets", asked, done,
+                       **({"phase": phase} if phase else {}), **kw)
 
 
 

@@ -164,6 +164,32 @@ def test_unseen_proven_only_where_the_final_reads_reached_the_end(run_checker):
     assert result.stats["unseen"]["series"][-1][1] == 9
 
 
+def test_ends_asked_in_the_main_phase_show_stale_ends_but_never_prove_unseen(run_checker):
+    h = Run()
+    # M0: a poll read up to 4, then a main-phase end-offsets answered 3.
+    h.named("s0", h.send, T, 0, 300, 301, 302, 303, 304, offsets=[0, 1, 2, 3, 4])
+    h.named("r0", h.poll, *[(T, 0, o, 300 + o) for o in range(5)])
+    h.named("mid0", h.end_offsets, (T, 0, 3), phase=None)
+    # M1 near-miss: the main phase's end (1) was right when asked; 311 and
+    # 312 were acknowledged after it. With no final end for M1, reads to
+    # that old end prove nothing: unknown, not unseen.
+    h.named("s1_first", h.send, T, 1, 310, offsets=[0])
+    h.named("r1", h.poll, (T, 1, 0, 310))
+    h.named("mid1", h.end_offsets, (T, 1, 1), phase=None)
+    h.named("s1_later", h.send, T, 1, 311, 312, offsets=[1, 2])
+    h.named("final", h.poll, (T, 0, 4, 304), (T, 1, 0, 310), phase="final")
+    h.named("end", h.end_offsets, (T, 0, 5))
+
+    result = run_checker(check, h)
+
+    assert result.counts == {"stale-end": 1}
+    [case] = result.anomalies["stale-end"]
+    assert (case["partition"], case["offset"], case["end_offset"], case["evidence"]) == \
+        (0, 4, 3, [h.at["r0"], h.at["mid0"]])
+    assert result.unknown["unseen"]["partitions"] == [
+        {"topic": T, "partition": 1, "count": 2, "end_offset": None, "final_read_to": 0}]
+
+
 def test_no_acknowledged_send_no_finding(run_checker):
     h = Run()
     h.named("info", h.send, T, 0, 1, type="info")

@@ -13,7 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from kchaos.cli import cli
-from kchaos.generic import NEMESES, Cell, fill, format_generic, read_cells, rows
+from kchaos.generic import (
+    NEMESES, Cell, fill, format_generic, generic_config, read_cells, rows,
+)
 from kchaos.recipes import RECIPES
 from kchaos.validate import Row, client_errors, failure, format_table, validate_recipe
 from reference_broker.bugs import CATALOGUE
@@ -178,6 +180,35 @@ def test_generic_cells_are_kept_and_a_rerun_skips_them(tmp_path):
     assert seen == [(None, ("none", 1))] and cells == [done]
 
 
+def test_a_profile_is_a_table_of_its_own_and_old_cells_are_kafka_defaults(tmp_path):
+    path = tmp_path / "validate-generic" / "cells.jsonl"
+    path.parent.mkdir()
+    old = {"switch": "none", "seed": 1, "time_limit": 5.0, "valid": True}   # before profiles
+    path.write_text(json.dumps(old) + "\n")
+    [cell] = read_cells(tmp_path)
+    assert cell.key == ("kafka-defaults", "none", 1, 5.0)
+    seen = []
+    fill(["none"], None, tmp_path, clean_seeds=1, time_limit=5.0, profile="kafka-defaults",
+         on_cell=lambda cell, skipped: seen.append(skipped))
+    assert seen == [("none", 1)]
+
+
+def test_the_stress_profile_adds_its_settings_to_the_same_run(tmp_path):
+    plain = generic_config("none", seed=3, time_limit=90, store=tmp_path)
+    stress = generic_config("none", seed=3, time_limit=90, store=tmp_path, profile="stress")
+    assert plain.broker_config == ["min.insync.replicas=2"]
+    assert stress.broker_config[0] == "min.insync.replicas=2"
+    assert "replica.lag.time.max.ms=3000" in stress.broker_config
+    assert "offsets.load.buffer.size=2048" in stress.broker_config
+    assert (plain.workload.stall_consumers_every, plain.workload.end_offsets_every) == \
+        (None, None)
+    assert stress.workload.stall_consumers_every and stress.workload.end_offsets_every
+    assert stress.workload.client_settings.max_poll_interval_ms == 6000
+    # Everything else is the same run: nemesis, schedule, seed, the switch.
+    for name in ("nemesis", "nemesis_interval", "seed", "time_limit", "bugs"):
+        assert getattr(plain, name) == getattr(stress, name), name
+
+
 @pytest.mark.slow
 @needs_root
 @pytest.mark.spark
@@ -195,6 +226,7 @@ def test_a_generic_cell_runs_every_fault_kind_and_is_kept(spark, tmp_path):
     (["--generic", "--switch", "no-such-bug"], "not a bug switch"),
     (["--generic", "--fast"], "--generic takes neither"),
     (["--seeds", "3"], "go with --generic"),
+    (["--profile", "stress"], "go with --generic"),
 ])
 def test_kchaos_validate_names_options_that_do_not_go_together(tmp_path, args, message):
     result = CliRunner().invoke(cli, ["validate", *args, "--store", str(tmp_path)],
