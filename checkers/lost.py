@@ -35,8 +35,14 @@ epoch start (KIP-207, fixing KAFKA-2334) — so the answer was stale, or the
 read was of records the log no longer commits (a read above the high
 watermark). The final reads go past their recorded ends (workloads/final.py),
 so a stale end no longer hides records as `unseen`; this is its own sign.
-Every ok end-offsets is judged, the main phase's (`--end-offsets-every`)
-too; only the final phase's ends decide `unseen`.
+
+Both rules take only the final phase's ends. One asked during the faults
+proves nothing: a leader cut off from the controller, that has not learned
+it was replaced, still answers ListOffsets with its own high watermark, below
+what its successor has since served (seen in a generic run on the correct
+broker: n3, cut off, answered 263 for a partition of which n1, elected in
+the next epoch, had served offset 284) — Kafka does the same. And sends
+acknowledged after such an answer lie past it.
 """
 
 from __future__ import annotations
@@ -95,9 +101,9 @@ def findings(part: Partition, out: Findings) -> None:
 
 
 def _stale_ends(part: Partition, out: Findings) -> None:
-    """Each ok end-offsets below an offset an ok poll completed before it
-    was invoked had read; the evidence is (that poll, the end-offsets)."""
-    e, r = part.ends, part.reads
+    """Each ok final-phase end-offsets below an offset an ok poll completed
+    before it was invoked had read; the evidence is (that poll, the end-offsets)."""
+    e, r = part.ends.where(part.ends.final), part.reads
     read = (r.type == OK) & (r.offset != NONE)
     ok_end = e.type == OK
     if not read.any() or not ok_end.any():
@@ -120,9 +126,7 @@ def _final_reads(part: Partition, out: Findings) -> tuple[int, int, int, int]:
     """(end, the op that recorded it, how far ok final reads read, the
     highest value offset below the end); NONE where there is none. A
     recorded end the final reads did not reach is reported (FINAL_READS_SHORT)."""
-    # Only the final phase's ends: one a consumer asked for during the
-    # faults is older than sends acknowledged after it.
-    e = part.ends.where(part.ends.final)
+    e = part.ends.where(part.ends.final)       # the final phase's (module docstring)
     end_offset = end_index = NONE
     if len(e):
         last = order(e.op, e.offset)[-1]            # the last end-offsets op's

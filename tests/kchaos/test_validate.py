@@ -200,13 +200,34 @@ def test_the_stress_profile_adds_its_settings_to_the_same_run(tmp_path):
     assert stress.broker_config[0] == "min.insync.replicas=2"
     assert "replica.lag.time.max.ms=3000" in stress.broker_config
     assert "offsets.load.buffer.size=2048" in stress.broker_config
-    assert (plain.workload.stall_consumers_every, plain.workload.end_offsets_every) == \
-        (None, None)
-    assert stress.workload.stall_consumers_every and stress.workload.end_offsets_every
+    assert plain.workload.stall_consumers_every is None
+    assert stress.workload.stall_consumers_every
     assert stress.workload.client_settings.max_poll_interval_ms == 6000
     # Everything else is the same run: nemesis, schedule, seed, the switch.
     for name in ("nemesis", "nemesis_interval", "seed", "time_limit", "bugs"):
         assert getattr(plain, name) == getattr(stress, name), name
+
+
+def test_the_stress_command_in_the_docs_is_the_stress_profiles_run(tmp_path):
+    from click.core import ParameterSource
+
+    from kchaos.cli import run_command
+    from kchaos.config import TestConfig
+    from kchaos.options import from_flat, given
+    page = (Path(__file__).parents[2] / "docs" / "validation.md").read_text()
+    block = page.split("A user gets the stress profile's run", 1)[1]
+    command = block.split("```sh", 1)[1].split("```", 1)[0].replace("\\\n", " ").split()
+    assert command[:2] == ["kchaos", "run"]
+    ctx = run_command.make_context("run", command[2:])
+    options = {name: value for name, value in ctx.params.items() if name not in (
+        "config_file", "allow", "max_examples", "junit", "spark_master", "spark_conf")}
+    sources = {name: ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+               for name in options}
+    theirs = from_flat(TestConfig, given(TestConfig, options, sources))
+    ours = generic_config("none", seed=theirs.seed, time_limit=theirs.time_limit,
+                          store=theirs.store, subnet=theirs.subnet, profile="stress")
+    for name in ("nemesis", "nemesis_interval", "broker_config", "workload"):
+        assert getattr(theirs, name) == getattr(ours, name), name
 
 
 @pytest.mark.slow
