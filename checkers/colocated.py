@@ -77,7 +77,8 @@ def context(history: History, max_examples: int) -> Context:
     start, _, width = facts.series() or (0, 0, 1)
     return Context(members=facts.members, subscriptions=facts.subscriptions,
                    assigned_topics=facts.assigned_topics, series_start=start,
-                   series_width=width, max_examples=max_examples)
+                   series_width=width, max_examples=max_examples,
+                   fault_spans=facts.fault_spans)
 
 
 # -- the co-located pass ----------------------------------------------------------------

@@ -26,6 +26,7 @@ from checkers.grouping import NONE
 UNDECIDED = "unseen-undecided"
 UNDECIDED_PARTITION = "unseen-undecided-partition"
 FINAL_READS_SHORT = "final-reads-short"
+STALE_UNDECIDED = "stale-committed-offset-undecided"     # checkers/group_offsets.py
 
 _PLACE = pa.struct([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64())])
 _long, _text, _longs = pa.int64(), pa.string(), pa.list_(pa.int64())
@@ -69,6 +70,7 @@ CASE_FIELDS = {
     UNDECIDED_PARTITION: ("topic", "partition", "count", "end_offset", "final_read_to"),
     FINAL_READS_SHORT: ("topic", "partition", "end_offset", "final_read_to"),
 }
+CASE_FIELDS[STALE_UNDECIDED] = CASE_FIELDS["stale-committed-offset"]
 
 # The statistics that count each case type (all of them, kept rows or not).
 CASES = "cases"

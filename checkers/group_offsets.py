@@ -28,6 +28,16 @@ Choices where the definitions (docs/anomalies.md) are silent:
   a broker must refuse the commit (Kafka's GroupCoordinator:
   ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID); an `ok` one neither sets W
   nor explains a fetch, and a fetch that returns it is stale.
+- A stale answer is proven only outside the faults that can leave a broker
+  cut off from the controller without knowing it (a network partition,
+  packet loss, a pause: UNSURE_FAULTS) and GRACE after them. There a
+  coordinator that was replaced answers OffsetFetch from its own cache, as
+  Kafka's does (librdkafka #2631 shows one answering for minutes): seen on
+  the correct broker, a paused coordinator resumed into a partition that cut
+  it off from the controller and answered the offsets of 20 s before. An
+  answer that overlaps such a fault is undecided (STALE_UNDECIDED), which
+  makes the verdict unknown rather than invalid: the history cannot tell a
+  stale cache from a lost commit.
 - A process belongs to G if it subscribed with G (ok/info), reported a
   rebalance callback of G, or sent any commit for G; its reads of P at any
   time count as deliveries to G.
@@ -53,7 +63,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checkers.findings import Findings, nullable, pairs
+from checkers.findings import STALE_UNDECIDED, Findings, nullable, pairs
 from checkers.grouping import (
     NONE, following, joint_keys, latest, lists, min_by_key, order, reduce, starts, take,
 )
@@ -65,6 +75,17 @@ FAMILY = "group-offsets"
 TYPES = ("stale-committed-offset", "group-lost", "resume-skip", "resume-rewind")
 
 NEVER = np.iinfo(np.int64).max   # when an `info` op can no longer take effect
+# Faults (their start verbs) that can cut a live broker off from the
+# controller, and how long after one a replaced broker may still answer:
+# it learns of its successor at its next heartbeat (broker.heartbeat.interval.ms,
+# 2 s by default), requests queued while it was paused are served first.
+UNSURE_FAULTS = frozenset({"start-partition", "packet-loss", "pause"})
+GRACE = 3_000_000_000            # ns
+UNKNOWN_REASON = (
+    "committed ops answered older offsets than an acknowledged commit while a network "
+    "partition, packet loss or pause was in force (or within 3 s of its end): a "
+    "coordinator cut off from the controller answers from its own cache until it learns "
+    "it was replaced, as Kafka's does, so a stale answer then does not prove a lost commit")
 READ = READS + 100               # a first read, in an assignment timeline
 
 
@@ -151,12 +172,23 @@ def _stale(part: Partition, out: Findings, commits: Columns, settled: np.ndarray
             + np.arange(sizes.sum())
         hit = (c_settled[rows] > w_invoke[which]) & (c_invoke[rows] < fetch.op[s][which])
         explained[np.unique(which[hit])] = True
-    stale = ~explained
-    out.cases("stale-committed-offset",
-              group=_group_names(part, fetch.group[s][stale]),
-              committed_offset=w_offset[s][stale],
-              returned_offset=nullable(fetch.offset[s][stale]),
-              evidence=pairs(w_op[stale], fetch.op[s][stale]))
+    unsure = _during(part.context.fault_spans, fetch.invoke_time[s], fetch.time[s])
+    for type_, mask in (("stale-committed-offset", ~explained & ~unsure),
+                        (STALE_UNDECIDED, ~explained & unsure)):
+        out.cases(type_, group=_group_names(part, fetch.group[s][mask]),
+                  committed_offset=w_offset[s][mask],
+                  returned_offset=nullable(fetch.offset[s][mask]),
+                  evidence=pairs(w_op[mask], fetch.op[s][mask]))
+
+
+def _during(spans, starts_: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per op [start, end] (ns): whether it overlaps an UNSURE_FAULTS span
+    or the GRACE after one."""
+    hit = np.zeros(len(starts_), dtype=bool)
+    for f, begin, end in spans:
+        if f in UNSURE_FAULTS:
+            hit |= (starts_ <= end + GRACE) & (ends >= begin)
+    return hit
 
 
 def _group_lost(part: Partition, out: Findings) -> None:
@@ -307,4 +339,11 @@ def _max_before(at: np.ndarray, values: np.ndarray, before: np.ndarray) -> np.nd
 
 def check(spark, history, options):
     from checkers.colocated import family_result
-    return family_result(history, options.max_examples, FAMILY, TYPES)[0]
+    result, found = family_result(history, options.max_examples, FAMILY, TYPES)
+    undecided = found.counts.get(STALE_UNDECIDED, 0)
+    if undecided:
+        result.unknown["stale-committed-offset"] = {
+            "count": undecided, "reason": UNKNOWN_REASON,
+            "examples": [{k: v for k, v in case.items() if k != "type"}
+                         for case in found.examples.get(STALE_UNDECIDED, [])]}
+    return result

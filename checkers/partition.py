@@ -53,6 +53,7 @@ class Context:
     series_start: int = 0
     series_width: int = 1
     max_examples: int = 32
+    fault_spans: tuple[tuple[str, int, int], ...] = ()    # Summary.fault_spans
 
 
 def _ints(column, null: int = NONE) -> np.ndarray:

@@ -1,8 +1,8 @@
 """The small facts of a whole history that every partition's check and the
 verdict need: operations per (f, type) with their count and first and last
 completion time, fault operations per type, the members of each group, the
-subscriptions (topic-wide rows) and which processes reported an `assigned`
-callback for a topic.
+subscriptions (topic-wide rows), which processes reported an `assigned`
+callback for a topic, and when each applied fault was in force.
 
 They are read with Arrow on the driver, a batch at a time, from the few
 columns they need (no Spark job: for a small run that is most of the
@@ -17,6 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from history_analysis.report.faults import faults_of
+
 SERIES_BUCKETS = 100  # at most this many points in a time series
 
 
@@ -27,6 +29,10 @@ class Summary:
     members: frozenset[tuple[str, int]]          # (group, process)
     subscriptions: tuple[tuple, ...]  # (topic, op_index, invoke_index, process, group)
     assigned_topics: frozenset[tuple[int, str]]  # (process, topic)
+    # (start verb, from, to) in ns of each applied fault: the report's
+    # intervals (history_analysis/report/faults.py), from the start's
+    # invocation to the stop's completion.
+    fault_spans: tuple[tuple[str, int, int], ...] = ()
 
     @classmethod
     def of(cls, tables: dict) -> "Summary":
@@ -41,6 +47,10 @@ class Summary:
         grouped = a.filter(pc.is_valid(a["group"]))
         subscribed = a.filter(pc.equal(a["kind"], "subscribe"))
         assigned = a.filter(pc.equal(a["kind"], "assigned"))
+        ends = [r["time_max"] for r in ops.to_pylist() if r["time_max"] is not None]
+        nemesis = _read(tables["nemesis"], ["f", "type", "invoke_time", "time", "value_json"])
+        spans = tuple((f.f, int(f.start), int(f.end)) for f in faults_of(
+            nemesis.to_pylist(), max(ends, default=0)) if f.applied)
         return cls(
             operations={(r["f"], r["type"]): (r["op_index_count"], r["time_min"],
                                               r["time_max"]) for r in ops.to_pylist()},
@@ -50,7 +60,8 @@ class Summary:
             subscriptions=tuple(sorted(zip(*(subscribed[c].to_pylist() for c in (
                 "topic", "op_index", "invoke_index", "process", "group"))))),
             assigned_topics=frozenset(zip(assigned["process"].to_pylist(),
-                                          assigned["topic"].to_pylist())))
+                                          assigned["topic"].to_pylist())),
+            fault_spans=spans)
 
     def series(self) -> tuple[int, int, int] | None:
         """(start, end, bucket width) in ns of the time series: the range of

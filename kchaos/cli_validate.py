@@ -37,6 +37,9 @@ from kchaos.generic import DEFAULT_PROFILE, PROFILES
               help="--generic: Kafka's timings and sizes, or timeouts and buffers a 90-s "
               "run's faults cross, with slow consumers and ends asked under faults "
               f"(docs/validation.md); a table each.  [default: {DEFAULT_PROFILE}]")
+@click.option("--recheck", is_flag=True,
+              help="--generic: run no new cell; judge the profile's finished cells again "
+              "with this version's checkers (their histories are kept in the store).")
 @click.option("--store", type=click.Path(file_okay=False, path_type=Path),
               default=Path("store"), show_default=True, help="Where run directories go.")
 @click.option("--table-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -48,7 +51,7 @@ from kchaos.generic import DEFAULT_PROFILE, PROFILES
               "machine need different subnets.")
 @spark_options
 def validate_command(switches, fast, soak, clean_runs, generic, seeds, clean_seeds, time_limit,
-                     profile, store, table_out, write_docs, subnet, spark_master,
+                     profile, recheck, store, table_out, write_docs, subnet, spark_master,
                      spark_conf) -> None:
     """The validation matrix: every bug switch's recipe (docs/validation.md)
     with the switch on must show its anomaly within the recipe's seeded
@@ -66,10 +69,11 @@ def validate_command(switches, fast, soak, clean_runs, generic, seeds, clean_see
     if generic:
         if fast or soak or clean_runs:
             raise BadInput("--generic takes neither --fast, --soak nor --clean-runs")
-        sys.exit(_generic(list(switches), seeds, clean_seeds, time_limit, profile, store,
-                          table_out, write_docs, subnet, spark_master, spark_conf))
-    if seeds or clean_seeds is not None or time_limit or profile:
-        raise BadInput("--seeds, --clean-seeds, --time-limit and --profile go with --generic")
+        sys.exit(_generic(list(switches), seeds, clean_seeds, time_limit, profile, recheck,
+                          store, table_out, write_docs, subnet, spark_master, spark_conf))
+    if seeds or clean_seeds is not None or time_limit or profile or recheck:
+        raise BadInput("--seeds, --clean-seeds, --time-limit, --profile and --recheck go "
+                       "with --generic")
     from kchaos.progress import Progress
     from kchaos.run import run_and_check
     from kchaos.validate import (
@@ -110,8 +114,8 @@ def validate_command(switches, fast, soak, clean_runs, generic, seeds, clean_see
         sys.exit(EXIT_INVALID)
 
 
-def _generic(switches, seeds, clean_seeds, time_limit, profile, store, table_out, write_docs,
-             subnet, spark_master, spark_conf) -> int:
+def _generic(switches, seeds, clean_seeds, time_limit, profile, recheck, store, table_out,
+             write_docs, subnet, spark_master, spark_conf) -> int:
     from kchaos import generic
     from reference_broker.bugs import CATALOGUE
     every = [*CATALOGUE, generic.CORRECT]
@@ -132,10 +136,14 @@ def _generic(switches, seeds, clean_seeds, time_limit, profile, store, table_out
             found = ", ".join(f"{t} {n}" for t, n in cell.counts.items()) or "no anomaly"
             click.echo(f"{cell.switch} seed {cell.seed}: {cell.valid} ({found}) — "
                        f"{cell.run_dir}")
-    cells = generic.fill(switches, spark, store, seeds=seeds or generic.SEEDS,
-                         clean_seeds=generic.CLEAN_SEEDS if clean_seeds is None
-                         else clean_seeds, time_limit=limit, subnet=subnet, profile=profile,
-                         on_cell=report)
+    if recheck:
+        cells = generic.recheck(spark, store, profile=profile, time_limit=limit,
+                                on_cell=lambda cell: report(cell, None))
+    else:
+        cells = generic.fill(switches, spark, store, seeds=seeds or generic.SEEDS,
+                             clean_seeds=generic.CLEAN_SEEDS if clean_seeds is None
+                             else clean_seeds, time_limit=limit, subnet=subnet,
+                             profile=profile, on_cell=report)
     shown = [c for c in cells if c.time_limit == limit and c.profile == profile]
     table = generic.format_generic(generic.rows(shown, every), {limit})
     click.echo("\n" + table)
@@ -144,6 +152,7 @@ def _generic(switches, seeds, clean_seeds, time_limit, profile, store, table_out
     if write_docs:
         from kchaos.validate import write_generic_table
         commits = sorted({c.commit for c in shown})
-        click.echo(f"written to {write_generic_table(table, commits, profile)}")
+        checked = sorted({c.checked for c in shown if c.checked})
+        click.echo(f"written to {write_generic_table(table, commits, profile, checked)}")
     false_alarms = [c for c in shown if c.switch == generic.CORRECT and c.valid is False]
     return EXIT_INVALID if false_alarms else 0

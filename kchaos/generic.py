@@ -14,7 +14,9 @@ several sittings and printed at any point.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -70,6 +72,7 @@ class Cell:
     seconds: float = 0.0        # the whole run, checks included
     commit: str = ""
     profile: str = DEFAULT_PROFILE      # cells written before profiles were kafka-defaults'
+    checked: str = ""           # the commit whose checkers judged it again (recheck), if any
 
     @property
     def key(self) -> tuple[str, str, int, float]:
@@ -136,6 +139,34 @@ def fill(switches: list[str], spark, store: Path, *, seeds: int = SEEDS,
                 out.write(json.dumps(asdict(cell)) + "\n")
             on_cell(cell, None)
     return read_cells(store)
+
+
+def recheck(spark, store: Path, *, profile: str = DEFAULT_PROFILE,
+            time_limit: float = TIME_LIMIT, on_cell=lambda cell: None) -> list[Cell]:
+    """Judge the profile's finished cells again with this commit's checkers:
+    a run's history is the evidence, so a checker fixed since the run
+    changes the verdict, not the run. Each rejudged cell names the commit
+    that judged it (`checked`); the cells file is replaced whole."""
+    from checkers.result import CheckOptions
+    from history_analysis.report import write_report_quietly
+    from kchaos.check import check_run
+    from kchaos.measured import commit
+    judged_by, cells = commit(), []
+    for cell in read_cells(store):
+        if (cell.profile, cell.time_limit) == (profile, time_limit) and cell.run_dir:
+            suite = check_run(spark, cell.run_dir, CheckOptions())
+            cell = dataclasses.replace(
+                cell, valid=suite.valid, checked=judged_by,
+                counts={t: n for t, n in sorted(suite.result.counts.items()) if n},
+                first_detection=detection_time(Path(cell.run_dir)))
+            write_report_quietly(Path(cell.run_dir))      # the report shows the new verdict
+            on_cell(cell)
+        cells.append(cell)
+    path = cells_path(store)
+    with open(path.with_suffix(".tmp"), "w") as out:
+        out.writelines(json.dumps(asdict(c)) + "\n" for c in cells)
+    os.replace(path.with_suffix(".tmp"), path)
+    return cells
 
 
 def detection_time(run_dir: Path) -> float | None:

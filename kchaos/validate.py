@@ -218,13 +218,16 @@ def write_docs_table(lines: list[str], *, block: str, measured_on: str) -> Path:
     return page
 
 
-def write_generic_table(table: str, commits: list[str], profile: str) -> Path:
+def write_generic_table(table: str, commits: list[str], profile: str,
+                        checked: list[str] = ()) -> Path:
     """A profile's generic nemesis table (kchaos/generic.py) into
-    docs/validation.md, with the commits its cells were measured on."""
+    docs/validation.md, with the commits its cells were measured on (and
+    those whose checkers judged them again, if any)."""
     from kchaos.generic import DEFAULT_PROFILE
     from kchaos.measured import DOCS, write_block
     page = DOCS / "validation.md"
     block = "generic-matrix" if profile == DEFAULT_PROFILE else f"generic-matrix-{profile}"
+    again = f"; judged again by the checkers of {', '.join(checked)}" if checked else ""
     write_block(page, block, f"{table}\n\n(profile `{profile}`; cells measured on commit(s) "
-                f"{', '.join(commits) or 'none'}.)")
+                f"{', '.join(commits) or 'none'}{again}.)")
     return page

@@ -124,6 +124,38 @@ def test_stale_committed_offset(run_checker):
         for p, (c, r, w, q) in expected.items()}
 
 
+def test_a_stale_answer_while_a_broker_may_be_cut_off_is_unknown(run_checker):
+    # One event a second. A replaced coordinator cut off from the
+    # controller answers from its cache (as Kafka's does): a stale answer
+    # during a partition, a pause or packet loss, or within GRACE (3 s)
+    # after one, proves nothing. During a kill, or long after, it does.
+    ops, proc, at = Ops(), itertools.count(), {}
+    for p in range(4):
+        ops.commit(next(proc), G, T, p, 5)
+    ops.op(-1, "start-partition", {"kind": "halves"}, {"kind": "halves", "nodes": ["n1"]},
+           type="info")
+    ops.committed(next(proc), G, T, 0, 3); at["during"] = ops.last      # t/0: unknown
+    ops.op(-1, "stop-partition", {"kind": "halves"}, {"kind": "halves", "nodes": ["n1"]},
+           type="info")
+    ops.committed(next(proc), G, T, 1, 3); at["just-after"] = ops.last  # t/1: unknown
+    for _ in range(3):
+        ops.committed(next(proc), G, T, 3, 5)           # time passes, nothing stale
+    ops.committed(next(proc), G, T, 2, 3); at["later"] = ops.last       # t/2: stale
+    ops.op(-1, "kill", {"targets": "one"}, {"targets": "one", "nodes": ["n2"]}, type="info")
+    ops.committed(next(proc), G, T, 3, 3); at["killed"] = ops.last      # t/3: stale
+    for i, event in enumerate(ops.events):
+        event["time"] = i * 1_000_000_000
+
+    result = run_checker(check, ops)
+
+    assert result.counts == {"stale-committed-offset": 2}
+    assert {c["partition"]: c["evidence"][1] for c in result.anomalies[
+        "stale-committed-offset"]} == {2: at["later"], 3: at["killed"]}
+    unknown = result.unknown["stale-committed-offset"]
+    assert unknown["count"] == 2 and "cut off from the controller" in unknown["reason"]
+    assert sorted(c["partition"] for c in unknown["examples"]) == [0, 1]
+
+
 def test_group_lost(run_checker):
     ops, proc, at = Ops(), itertools.count(), {}
     # t/0: a subscriber is delivered 100 (ok poll) and 101 (info poll); a

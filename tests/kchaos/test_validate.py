@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from kchaos.cli import cli
 from kchaos.generic import (
-    NEMESES, Cell, fill, format_generic, generic_config, read_cells, rows,
+    NEMESES, Cell, fill, format_generic, generic_config, read_cells, recheck, rows,
 )
 from kchaos.recipes import RECIPES
 from kchaos.validate import Row, client_errors, failure, format_table, validate_recipe
@@ -193,6 +193,32 @@ def test_a_profile_is_a_table_of_its_own_and_old_cells_are_kafka_defaults(tmp_pa
     assert seen == [("none", 1)]
 
 
+@pytest.mark.spark
+def test_recheck_judges_kept_runs_again_with_these_checkers(spark, tmp_path):
+    from tests.checkers.conftest import Ops, write_events
+    # A stale answer while a partition was in force: an earlier checker
+    # called it stale-committed-offset; these call it unknown (a replaced
+    # coordinator's cache, checkers/group_offsets.py).
+    ops = Ops()
+    ops.commit(1, "g", "t", 0, 5)
+    ops.op(-1, "start-partition", {"kind": "halves"}, {"kind": "halves"}, type="info")
+    ops.committed(2, "g", "t", 0, 3)
+    ops.op(-1, "stop-partition", {"kind": "halves"}, {"kind": "halves"}, type="info")
+    write_events(tmp_path / "run", ops.events)
+    path = tmp_path / "validate-generic" / "cells.jsonl"
+    path.parent.mkdir()
+    judged = Cell("none", 1, 90.0, False, {"stale-committed-offset": 1}, 3.0,
+                  str(tmp_path / "run"), profile="stress")
+    other = Cell("none", 1, 90.0, False, {"stale-committed-offset": 1}, 3.0,
+                 str(tmp_path / "run"))                 # kafka-defaults: left alone
+    path.write_text("".join(json.dumps(dataclasses.asdict(c)) + "\n" for c in (judged, other)))
+    seen = []
+    cells = recheck(spark, tmp_path, profile="stress", time_limit=90.0, on_cell=seen.append)
+    assert [(c.valid, c.counts, c.first_detection) for c in seen] == [("unknown", {}, None)]
+    assert seen[0].checked and seen[0].commit == judged.commit
+    assert read_cells(tmp_path) == cells == [seen[0], other]
+
+
 def test_the_stress_profile_adds_its_settings_to_the_same_run(tmp_path):
     plain = generic_config("none", seed=3, time_limit=90, store=tmp_path)
     stress = generic_config("none", seed=3, time_limit=90, store=tmp_path, profile="stress")
@@ -248,6 +274,7 @@ def test_a_generic_cell_runs_every_fault_kind_and_is_kept(spark, tmp_path):
     (["--generic", "--fast"], "--generic takes neither"),
     (["--seeds", "3"], "go with --generic"),
     (["--profile", "stress"], "go with --generic"),
+    (["--recheck"], "go with --generic"),
 ])
 def test_kchaos_validate_names_options_that_do_not_go_together(tmp_path, args, message):
     result = CliRunner().invoke(cli, ["validate", *args, "--store", str(tmp_path)],
