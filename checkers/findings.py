@@ -63,6 +63,7 @@ CASE_FIELDS = {
     "int-poll-skip": _PAIR,
     "stale-committed-offset": ("group", "topic", "partition", "committed_offset",
                                "returned_offset", "evidence"),
+    "zombie-commit": ("group", "topic", "partition", "process", "offset", "evidence"),
     "group-lost": ("group", "topic", "partition", "value", "offset", "committed_offset",
                    "evidence"),
     "resume-skip": _RESUME, "resume-rewind": _RESUME,

@@ -1,8 +1,9 @@
 """Consumer groups: what the broker remembers of a group's commits, and what
 the group's members read because of it.
 
-Owns four anomaly types of docs/anomalies.md: `stale-committed-offset`,
-`group-lost`, `resume-skip` and `resume-rewind` (allowed by default).
+Owns five anomaly types of docs/anomalies.md: `stale-committed-offset`,
+`zombie-commit`, `group-lost`, `resume-skip` and `resume-rewind` (allowed
+by default).
 
 The one idea: history index order is real-time order (the writer appends in
 real time), so "op A completed before op B was invoked" is A.op_index <
@@ -26,8 +27,11 @@ Choices where the definitions (docs/anomalies.md) are silent:
   someone else and the committer had not been told. Under the eager
   protocol the new owner's generation is one the committer was not in, so
   a broker must refuse the commit (Kafka's GroupCoordinator:
-  ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID); an `ok` one neither sets W
-  nor explains a fetch, and a fetch that returns it is stale.
+  ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID); an `ok` one is a
+  `zombie-commit` (KIP-62's fencing missing), it neither sets W nor
+  explains a fetch, and a fetch that returns it is stale. A zombie commit
+  can be overwritten by the new owner's next commit within milliseconds,
+  before any fetch shows it: the ok answer is the sign that does not race.
 - A stale answer is proven only outside the faults that can leave a broker
   cut off from the controller without knowing it (a network partition,
   packet loss, a pause: UNSURE_FAULTS) and GRACE after them. There a
@@ -72,7 +76,8 @@ from checkers.partition import (
 )
 
 FAMILY = "group-offsets"
-TYPES = ("stale-committed-offset", "group-lost", "resume-skip", "resume-rewind")
+TYPES = ("stale-committed-offset", "zombie-commit", "group-lost", "resume-skip",
+         "resume-rewind")
 
 NEVER = np.iinfo(np.int64).max   # when an `info` op can no longer take effect
 # Faults (their start verbs) that can cut a live broker off from the
@@ -92,10 +97,23 @@ READ = READS + 100               # a first read, in an assignment timeline
 def findings(part: Partition, out: Findings) -> None:
     commits = part.commits.where(part.commits.type != FAIL)
     settled = np.where(commits.type == OK, commits.op, NEVER)
-    zombie = _zombies(part, commits)
+    zombie, given_at = _zombies(part, commits)
+    _zombie_commits(part, out, commits.where(zombie), given_at[zombie])
     _stale(part, out, commits.where(~zombie), settled[~zombie])
     _group_lost(part, out)
     _resumes(part, out, commits, settled)
+
+
+def _zombie_commits(part: Partition, out: Findings, z: Columns, given_at: np.ndarray) -> None:
+    """`zombie-commit`: an ok commit by a zombie (module docstring), which
+    a correct broker refuses; evidence: the poll in which the new owner
+    reported the partition assigned, and the commit. Not judged while a
+    broker may be cut off from the controller (a replaced coordinator, whose
+    generation is the zombie's too, may take it)."""
+    sure = ~_during(part.context.fault_spans, z.invoke_time, z.time)
+    out.cases("zombie-commit", group=_group_names(part, z.group[sure]),
+              process=z.process[sure], offset=z.offset[sure],
+              evidence=pairs(given_at[sure], z.op[sure]))
 
 
 def _group_names(part: Partition, codes: np.ndarray) -> np.ndarray:
@@ -127,12 +145,17 @@ def _zombies(part: Partition, commits: Columns) -> np.ndarray:
     owner = np.full(len(group), NONE)
     by = order(group, at, rank)
     assigned = kind[by] == ASSIGNED
-    owner[by] = take(process[by], latest(assigned, starts(group[by])), NONE)
+    given = latest(assigned, starts(group[by]))
+    owner[by] = take(process[by], given, NONE)
+    owner_at = np.full(len(group), NONE)
+    owner_at[by] = take(at[by], given, NONE)
 
     zombie = is_commit & (own == ASSIGNED) & (owner != NONE) & (owner != process)
     result = np.zeros(len(commits), dtype=bool)
     result[np.flatnonzero(ok)] = zombie[n:]
-    return result
+    given_at = np.full(len(commits), NONE)
+    given_at[np.flatnonzero(ok)] = owner_at[n:]
+    return result, given_at
 
 
 def _stale(part: Partition, out: Findings, commits: Columns, settled: np.ndarray) -> None:

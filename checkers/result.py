@@ -20,7 +20,7 @@ ANOMALY_TYPES = (
     "lost-write", "unseen", "stale-end", "duplicate", "inconsistent-offsets", "garbage-read",
     "aborted-read", "nonmonotonic-send", "int-nonmonotonic-send", "int-send-skip",
     "nonmonotonic-poll", "poll-skip", "int-nonmonotonic-poll", "int-poll-skip",
-    "stale-committed-offset", "group-lost", "resume-skip", "resume-rewind",
+    "stale-committed-offset", "zombie-commit", "group-lost", "resume-skip", "resume-rewind",
 )
 
 # docs/anomalies.md: reported, but normal for Kafka.

@@ -56,6 +56,10 @@ MEANING = {
     "stale-committed-offset": "The broker acknowledged a commit of a group's offset, and a "
                               "later fetch of the committed offsets returned a lower one, or "
                               "none: the broker forgot a commit.",
+    "zombie-commit": "The broker accepted a commit from a consumer its group had already "
+                     "replaced (the partition was given to another member, and this one "
+                     "had not rejoined): a correct broker refuses it, ILLEGAL_GENERATION "
+                     "or UNKNOWN_MEMBER_ID (KIP-62).",
     "group-lost": "A consumer group committed past a record that no member of the group was "
                   "ever given: at-least-once delivery is broken.",
     "resume-skip": "A member that was given a partition started reading after the group's "
@@ -181,6 +185,10 @@ def sentence(type_: str, case: dict, evidence: Evidence) -> str:
         return f"group {case['group']} committed offset {case['committed_offset']} of {tp} " \
                f"(acknowledged); a later fetch of its committed offsets returned " \
                f"{'none' if returned is None else returned}"
+    if type_ == "zombie-commit":
+        return f"process {case['process']} of group {case['group']} committed offset " \
+               f"{case['offset']} of {tp} after another member had been given {tp}, and " \
+               f"the broker answered ok"
     if type_ == "group-lost":
         return f"group {case['group']} committed up to offset {case['committed_offset']} of " \
                f"{tp}; value {value} at offset {offset} was never delivered to a member " \
