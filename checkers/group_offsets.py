@@ -23,8 +23,9 @@ Choices where the definitions (docs/anomalies.md) are silent:
   ignored.
 - A zombie commit is an `ok` commit of (G, P) by a process whose last
   rebalance callback for P before the commit was `assigned`, invoked after
-  another process of G reported `assigned` for P: the group had given P to
-  someone else and the committer had not been told. Under the eager
+  another process of G reported `assigned` for P, an assignment the broker
+  took (that process's next event for P is an ok commit): the group had
+  given P to someone else and the committer had not been told. Under the eager
   protocol the new owner's generation is one the committer was not in, so
   a broker must refuse the commit (Kafka's GroupCoordinator:
   ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID); an `ok` one is a
@@ -141,10 +142,18 @@ def _zombies(part: Partition, commits: Columns) -> np.ndarray:
     by = order(group, process, at, rank)
     first = starts(group[by], process[by])
     own[by] = take(kind[by], latest(~is_commit[by], first), NONE)
+    # An assignment the broker took: its process's next row for P is an ok
+    # commit, not another callback. One it did not (the member's commits
+    # refused, its partitions then `lost`: a coordinator that failed over
+    # and restored an older generation) makes no one a zombie.
+    next_commit = _upcoming(is_commit[by], first)
+    next_callback = _upcoming(~is_commit[by], first)
+    taken = np.zeros(len(group), dtype=bool)
+    taken[by] = (next_commit != NONE) & ((next_callback == NONE) | (next_commit < next_callback))
 
     owner = np.full(len(group), NONE)
     by = order(group, at, rank)
-    assigned = kind[by] == ASSIGNED
+    assigned = (kind[by] == ASSIGNED) & taken[by]
     given = latest(assigned, starts(group[by]))
     owner[by] = take(process[by], given, NONE)
     owner_at = np.full(len(group), NONE)
@@ -156,6 +165,16 @@ def _zombies(part: Partition, commits: Columns) -> np.ndarray:
     given_at = np.full(len(commits), NONE)
     given_at[np.flatnonzero(ok)] = owner_at[n:]
     return result, given_at
+
+
+def _upcoming(present: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """For each sorted row, the position of the earliest row of its group
+    strictly after it where `present` holds; NONE if none (`latest`, run
+    backwards)."""
+    n = len(present)
+    last = np.append(first[1:], True) if n else first
+    back = latest(present[::-1], last[::-1], strictly_before=True)[::-1]
+    return np.where(back != NONE, n - 1 - back, NONE)
 
 
 def _stale(part: Partition, out: Findings, commits: Columns, settled: np.ndarray) -> None:
