@@ -109,9 +109,11 @@ INJECTIONS = {
     "stale-committed-offset": [send(P, (0, 0), (1, 1)), subscribe(C),
                                poll(C, (0, 0), (1, 1), rebalance="assigned"),
                                commit(C, 2), committed(C, STALE)],
-    # B is given the partition A owned; A, not told, commits 1: ok.
+    # B is given the partition A owned; A, not told, commits 1: ok; so
+    # does B (the broker took B's assignment).
     "zombie-commit": [send(P, (0, 0)), subscribe(A), poll(A, (0, 0), rebalance="assigned"),
-                      subscribe(B), poll(B, (0, 0), rebalance="assigned"), commit(A, 1)],
+                      subscribe(B), poll(B, (0, 0), rebalance="assigned"), commit(A, 1),
+                      commit(B, 1)],
     # The member commits 2 having read only v0 (R1 reads v1: not lost).
     "group-lost": [send(P, (0, 0), (1, 1)), assign(R1, True), poll(R1, (0, 0), (1, 1)),
                    subscribe(C), poll(C, (0, 0), rebalance="assigned"), commit(C, 2)],
