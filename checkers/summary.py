@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from history_analysis.report.faults import faults_of
+from history_analysis.faults import faults_of
 
 SERIES_BUCKETS = 100  # at most this many points in a time series
 
@@ -29,9 +29,8 @@ class Summary:
     members: frozenset[tuple[str, int]]          # (group, process)
     subscriptions: tuple[tuple, ...]  # (topic, op_index, invoke_index, process, group)
     assigned_topics: frozenset[tuple[int, str]]  # (process, topic)
-    # (start verb, from, to) in ns of each applied fault: the report's
-    # intervals (history_analysis/report/faults.py), from the start's
-    # invocation to the stop's completion.
+    # (start verb, from, to) in ns of each applied fault
+    # (history_analysis/faults.py: the start's invocation to the stop's completion).
     fault_spans: tuple[tuple[str, int, int], ...] = ()
 
     @classmethod

@@ -19,7 +19,7 @@ matplotlib.use("Agg")   # no display; must precede pyplot
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from history_analysis.report.faults import Fault  # noqa: E402
+from history_analysis.faults import Fault  # noqa: E402
 
 MAX_POINTS = 20_000
 WIDTH, DPI = 11.0, 90

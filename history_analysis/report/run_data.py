@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from history_analysis.ingest import ingest, tables_are_stale
-from history_analysis.report.faults import Fault, faults_of
+from history_analysis.faults import Fault, faults_of
 from history_analysis.run_dir import HISTORY_FILE, RESULTS_FILE, TABLES_DIR, TEST_FILE
 
 _ENVELOPE = ["op_index", "invoke_index", "invoke_time", "time", "process", "type", "phase"]

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from history_analysis.report.faults import Fault, availability, longest_gap
+from history_analysis.faults import Fault
+from history_analysis.report.faults import availability, longest_gap
 
 
 def fault(f, start, end, nodes=("n1",)) -> Fault:
