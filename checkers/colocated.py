@@ -164,6 +164,12 @@ class Collected:
     stats: dict[str, dict[str, dict[int, int]]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
 
+    def plain(self, type_: str) -> list[dict]:
+        """The examples of a type that is not an anomaly (an undecided
+        case), as an `unknown` entry lists them: without the `type` key."""
+        return [{k: v for k, v in case.items() if k != "type"}
+                for case in self.examples.get(type_, [])]
+
 
 def collected(history: History, max_examples: int) -> Collected:
     """Counts and examples of every case type, statistics and errors: one

@@ -50,8 +50,7 @@ def check(spark, history: History, options: CheckOptions) -> CheckResult:
     found = collected(history, options.max_examples)
     short = found.counts.get(FINAL_READS_SHORT, 0)
     if short:
-        partitions = sorted(({k: v for k, v in c.items() if k != "type"}
-                             for c in found.examples.get(FINAL_READS_SHORT, [])),
+        partitions = sorted(found.plain(FINAL_READS_SHORT),
                             key=lambda c: (c["topic"], c["partition"]))
         result.unknown["final-reads"] = {
             "summary": f"final reads short of the end in {short} partition(s)",

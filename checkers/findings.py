@@ -48,6 +48,7 @@ OUTPUT = pa.schema([
 _PAIR = ("topic", "partition", "process", "offsets", "values", "evidence")
 _RESUME = ("group", "topic", "partition", "process", "committed_offset", "first_read_offset",
            "evidence")
+_STALE = ("group", "topic", "partition", "committed_offset", "returned_offset", "evidence")
 # The fields of each type's cases, in the order results.json shows them.
 CASE_FIELDS = {
     "lost-write": ("topic", "partition", "value", "offset", "send_type", "evidence"),
@@ -61,8 +62,7 @@ CASE_FIELDS = {
     "nonmonotonic-send": _PAIR, "int-nonmonotonic-send": _PAIR, "int-send-skip": _PAIR,
     "nonmonotonic-poll": _PAIR, "poll-skip": _PAIR, "int-nonmonotonic-poll": _PAIR,
     "int-poll-skip": _PAIR,
-    "stale-committed-offset": ("group", "topic", "partition", "committed_offset",
-                               "returned_offset", "evidence"),
+    "stale-committed-offset": _STALE,
     "zombie-commit": ("group", "topic", "partition", "process", "offset", "evidence"),
     "group-lost": ("group", "topic", "partition", "value", "offset", "committed_offset",
                    "evidence"),
@@ -70,8 +70,8 @@ CASE_FIELDS = {
     UNDECIDED: ("topic", "partition", "value", "offset", "evidence"),
     UNDECIDED_PARTITION: ("topic", "partition", "count", "end_offset", "final_read_to"),
     FINAL_READS_SHORT: ("topic", "partition", "end_offset", "final_read_to"),
+    STALE_UNDECIDED: _STALE,
 }
-CASE_FIELDS[STALE_UNDECIDED] = CASE_FIELDS["stale-committed-offset"]
 
 # The statistics that count each case type (all of them, kept rows or not).
 CASES = "cases"

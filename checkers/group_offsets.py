@@ -386,6 +386,5 @@ def check(spark, history, options):
     if undecided:
         result.unknown["stale-committed-offset"] = {
             "count": undecided, "reason": UNKNOWN_REASON,
-            "examples": [{k: v for k, v in case.items() if k != "type"}
-                         for case in found.examples.get(STALE_UNDECIDED, [])]}
+            "examples": found.plain(STALE_UNDECIDED)}
     return result

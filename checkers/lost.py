@@ -181,13 +181,11 @@ def check(spark, history, options):
     result, found = family_result(history, options.max_examples, FAMILY, TYPES)
     undecided = found.counts.get(UNDECIDED, 0)
     if undecided:
-        def plain(case: dict) -> dict:
-            return {k: v for k, v in case.items() if k != "type"}
-        partitions = sorted((plain(c) for c in found.examples.get(UNDECIDED_PARTITION, [])),
+        partitions = sorted(found.plain(UNDECIDED_PARTITION),
                             key=lambda c: (c["topic"], c["partition"]))
         result.unknown["unseen"] = {
             "count": undecided, "reason": UNKNOWN_REASON, "partitions": partitions,
-            "examples": [plain(c) for c in found.examples.get(UNDECIDED, [])]}
+            "examples": found.plain(UNDECIDED)}
     deltas = found.stats.get(FAMILY, {}).get("series", {})
     series = []
     span = history.summary().series()

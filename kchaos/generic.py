@@ -131,10 +131,10 @@ def fill(switches: list[str], spark, store: Path, *, seeds: int = SEEDS,
                                     store=store / CELLS_DIR, subnet=subnet, profile=profile)
             started = time.monotonic()
             result = run_and_check(config, spark, progress=progress or Progress.quiet())
-            cell = Cell(switch, seed, time_limit, result.valid,
-                        {t: n for t, n in sorted(result.counts.items()) if n},
-                        detection_time(result.run_dir), str(result.run_dir),
-                        round(time.monotonic() - started, 1), commit(), profile)
+            cell = Cell(switch, seed, time_limit, run_dir=str(result.run_dir),
+                        seconds=round(time.monotonic() - started, 1), commit=commit(),
+                        profile=profile, **_verdict(result.valid, result.counts,
+                                                    result.run_dir))
             with open(path, "a") as out:
                 out.write(json.dumps(asdict(cell)) + "\n")
             on_cell(cell, None)
@@ -155,10 +155,8 @@ def recheck(spark, store: Path, *, profile: str = DEFAULT_PROFILE,
     for cell in read_cells(store):
         if (cell.profile, cell.time_limit) == (profile, time_limit) and cell.run_dir:
             suite = check_run(spark, cell.run_dir, CheckOptions())
-            cell = dataclasses.replace(
-                cell, valid=suite.valid, checked=judged_by,
-                counts={t: n for t, n in sorted(suite.result.counts.items()) if n},
-                first_detection=detection_time(Path(cell.run_dir)))
+            cell = dataclasses.replace(cell, checked=judged_by, **_verdict(
+                suite.valid, suite.result.counts, Path(cell.run_dir)))
             write_report_quietly(Path(cell.run_dir))      # the report shows the new verdict
             on_cell(cell)
         cells.append(cell)
@@ -167,6 +165,12 @@ def recheck(spark, store: Path, *, profile: str = DEFAULT_PROFILE,
         out.writelines(json.dumps(asdict(c)) + "\n" for c in cells)
     os.replace(path.with_suffix(".tmp"), path)
     return cells
+
+
+def _verdict(valid: bool | str, counts: dict[str, int], run_dir: Path) -> dict:
+    """A cell's fields that its run's check decides."""
+    return dict(valid=valid, counts={t: n for t, n in sorted(counts.items()) if n},
+                first_detection=detection_time(run_dir))
 
 
 def detection_time(run_dir: Path) -> float | None:
