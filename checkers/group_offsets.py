@@ -77,7 +77,8 @@ from checkers.partition import (
 )
 
 FAMILY = "group-offsets"
-TYPES = ("stale-committed-offset", "zombie-commit", "group-lost", "resume-skip",
+STALE = "stale-committed-offset"
+TYPES = (STALE, "zombie-commit", "group-lost", "resume-skip",
          "resume-rewind")
 
 NEVER = np.iinfo(np.int64).max   # when an `info` op can no longer take effect
@@ -215,7 +216,7 @@ def _stale(part: Partition, out: Findings, commits: Columns, settled: np.ndarray
         hit = (c_settled[rows] > w_invoke[which]) & (c_invoke[rows] < fetch.op[s][which])
         explained[np.unique(which[hit])] = True
     unsure = _during(part.context.fault_spans, fetch.invoke_time[s], fetch.time[s])
-    for type_, mask in (("stale-committed-offset", ~explained & ~unsure),
+    for type_, mask in ((STALE, ~explained & ~unsure),
                         (STALE_UNDECIDED, ~explained & unsure)):
         out.cases(type_, group=_group_names(part, fetch.group[s][mask]),
                   committed_offset=w_offset[s][mask],
@@ -384,7 +385,7 @@ def check(spark, history, options):
     result, found = family_result(history, options.max_examples, FAMILY, TYPES)
     undecided = found.counts.get(STALE_UNDECIDED, 0)
     if undecided:
-        result.unknown["stale-committed-offset"] = {
+        result.unknown[STALE] = {
             "count": undecided, "reason": UNKNOWN_REASON,
             "examples": found.plain(STALE_UNDECIDED)}
     return result

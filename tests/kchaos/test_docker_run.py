@@ -19,7 +19,8 @@ from kchaos.run import run_and_check
 from kchaos.validate import recipe_config
 from nemesis.schedule import DEFAULT_MIX
 from tests.docker_support import DOCKER_MARKS, compose_cluster
-from tests.kchaos.plans import SLACK, applied, every_default_kind, first_seed, starts, verbs
+from tests.kchaos.plans import (
+    SLACK, applied, every_default_kind, first_seed, no_false_alarm, starts, verbs)
 
 pytestmark = [*DOCKER_MARKS, pytest.mark.spark, pytest.mark.slow, pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="docker nodes need root here")]
@@ -60,7 +61,7 @@ def test_every_fault_on_docker_nodes_is_valid(tmp_path, spark):
                               broker_config=FAST_BROKERS, topic_config=["min.insync.replicas=2"],
                               recovery_time=3, final_time_limit=90, store=tmp_path, **settings)
     result = run_and_check(config, spark, progress=Progress.quiet())
-    assert result.valid is True, (result.counts, result.suite.result.unknown, result.run_dir)
+    no_false_alarm(result)
     check_faults(result.run_dir, config)
     assert {"start-partition", "pause", "kill", "stall-disk"} <= applied(result.run_dir)
     hit = role_targeted(result.run_dir)
@@ -88,7 +89,7 @@ def test_a_described_system_on_docker_nodes(tmp_path, spark):
                               subnet="198.18.23.0/24", recovery_time=3, final_time_limit=90,
                               store=tmp_path, **settings)
     result = run_and_check(config, spark, progress=Progress.quiet())
-    assert result.valid is True, (result.counts, result.suite.result.unknown, result.run_dir)
+    no_false_alarm(result)
     check_faults(result.run_dir, config)
 
 
@@ -100,5 +101,5 @@ def test_a_compose_cluster_takes_kills_and_partitions(tmp_path, spark):
                                   seed=24, time_limit=30, recovery_time=5, final_time_limit=90,
                                   store=tmp_path)
         result = run_and_check(config, spark, progress=Progress.quiet())
-    assert result.valid is True, (result.counts, result.suite.result.unknown, result.run_dir)
+    no_false_alarm(result)
     check_faults(result.run_dir, config)
