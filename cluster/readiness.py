@@ -5,10 +5,37 @@ for every partition."""
 
 from __future__ import annotations
 
+import threading
+
+# How long past its own timeout a lookup may take before its caller stops
+# waiting for it (bounded).
+DESTROY_GRACE = 5.0
+
+
+def bounded(ask, timeout: float, otherwise):
+    """ask() in a thread of its own; `otherwise` if it has not returned
+    within timeout + DESTROY_GRACE. Each lookup destroys its AdminClient on
+    return, and librdkafka's destroy waits for its broker threads: while
+    brokers were being killed, one such destroy held a nemesis in a
+    coordinator lookup for over 120 s, and the faults after it were never
+    applied. The thread is a daemon, so one that stays stuck ends with the
+    process."""
+    box = []
+    worker = threading.Thread(target=lambda: box.append(ask()), name="kchaos-admin-lookup",
+                              daemon=True)
+    worker.start()
+    worker.join(timeout + DESTROY_GRACE)
+    return box[0] if box else otherwise
+
 
 def metadata_problem(bootstrap: str, brokers: set[int], timeout: float) -> str | None:
     """None when Metadata lists every broker in `brokers` and every
     partition has a leader; otherwise what is still missing."""
+    return bounded(lambda: _metadata_problem(bootstrap, brokers, timeout), timeout,
+                   f"no answer within {timeout + DESTROY_GRACE:.0f} s (the admin client hung)")
+
+
+def _metadata_problem(bootstrap: str, brokers: set[int], timeout: float) -> str | None:
     from confluent_kafka.admin import AdminClient
     try:
         # log_level 2: connection errors while brokers come up are expected;
@@ -31,6 +58,11 @@ def partition_state(bootstrap: str, topic: str, partition: int,
                     timeout: float = 5.0) -> tuple[int | None, list[int]] | None:
     """(leader node id or None, ISR node ids) of topic-partition by
     Metadata; None when no broker answered within timeout."""
+    return bounded(lambda: _partition_state(bootstrap, topic, partition, timeout), timeout, None)
+
+
+def _partition_state(bootstrap: str, topic: str, partition: int,
+                     timeout: float) -> tuple[int | None, list[int]] | None:
     from confluent_kafka.admin import AdminClient
     try:
         admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 3000,
@@ -46,6 +78,10 @@ def group_coordinator_id(bootstrap: str, group: str, timeout: float = 5.0) -> in
     """The node id coordinating `group`, as FindCoordinator answers it (the
     group need not exist yet: its coordinator is fixed by its name); None
     when nobody answered within timeout."""
+    return bounded(lambda: _group_coordinator_id(bootstrap, group, timeout), timeout, None)
+
+
+def _group_coordinator_id(bootstrap: str, group: str, timeout: float) -> int | None:
     from confluent_kafka.admin import AdminClient
     try:
         admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 3000,
