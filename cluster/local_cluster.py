@@ -12,10 +12,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient
 
 from cluster.broker_process import BrokerProcess
-from cluster.readiness import metadata_problem
+from cluster.readiness import admin_client, metadata_problem
 
 CONTROLLER_ID = 0
 
@@ -91,8 +90,8 @@ class LocalCluster:
         """A real client's view (confluent-kafka's ClusterMetadata) of the
         live brokers."""
         bootstrap = ",".join(b.bootstrap for b in self.brokers.values() if b.running())
-        admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 3000})
-        return admin.list_topics(timeout=timeout)
+        with admin_client(bootstrap) as admin:
+            return admin.list_topics(timeout=timeout)
 
     def wait_ready(self, timeout: float = 30.0, brokers: int | None = None) -> None:
         """Until Metadata lists `brokers` (default: every running one) and

@@ -14,8 +14,8 @@ DESTROY_GRACE = 5.0
 
 def bounded(ask, timeout: float, otherwise):
     """ask() in a thread of its own; `otherwise` if it has not returned
-    within timeout + DESTROY_GRACE. Each lookup destroys its AdminClient on
-    return, and librdkafka's destroy waits for its broker threads: while
+    within timeout + DESTROY_GRACE. Each lookup closes its AdminClient
+    (admin_client), and librdkafka's destroy waits for its broker threads: while
     brokers were being killed, one such destroy held a nemesis in a
     coordinator lookup for over 120 s, and the faults after it were never
     applied. The thread is a daemon, so one that stays stuck ends with the
@@ -28,6 +28,23 @@ def bounded(ask, timeout: float, otherwise):
     return box[0] if box else otherwise
 
 
+def admin_client(bootstrap: str, **settings):
+    """An AdminClient to use in a `with` block, which closes it in the
+    caller's thread. Left to the garbage collector it can end up destroyed
+    in librdkafka's background thread, and librdkafka aborts the process
+    then ("calling rd_kafka_destroy() from librdkafka owned thread is
+    prohibited"): a future that failed holds its exception, whose traceback
+    holds the frame that held the client, so the client sits in a
+    reference cycle until a collection runs, possibly inside the result
+    callback librdkafka runs on its own thread (confluent-kafka-python
+    #2129, #2131)."""
+    from confluent_kafka.admin import AdminClient
+    # log_level 2: connection errors while brokers come up or are faulted
+    # are expected; the caller's timeout says what went wrong.
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 3000,
+                        "log_level": 2, **settings})
+
+
 def metadata_problem(bootstrap: str, brokers: set[int], timeout: float) -> str | None:
     """None when Metadata lists every broker in `brokers` and every
     partition has a leader; otherwise what is still missing."""
@@ -36,13 +53,9 @@ def metadata_problem(bootstrap: str, brokers: set[int], timeout: float) -> str |
 
 
 def _metadata_problem(bootstrap: str, brokers: set[int], timeout: float) -> str | None:
-    from confluent_kafka.admin import AdminClient
     try:
-        # log_level 2: connection errors while brokers come up are expected;
-        # the caller's timeout says what went wrong.
-        admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 3000,
-                             "reconnect.backoff.max.ms": 500, "log_level": 2})
-        meta = admin.list_topics(timeout=timeout)
+        with admin_client(bootstrap, **{"reconnect.backoff.max.ms": 500}) as admin:
+            meta = admin.list_topics(timeout=timeout)
     except Exception as e:  # noqa: BLE001 — KafkaException while brokers come up
         return f"metadata failed: {e}"
     leaderless = [f"{t.topic}-{p.id}" for t in meta.topics.values()
@@ -63,11 +76,9 @@ def partition_state(bootstrap: str, topic: str, partition: int,
 
 def _partition_state(bootstrap: str, topic: str, partition: int,
                      timeout: float) -> tuple[int | None, list[int]] | None:
-    from confluent_kafka.admin import AdminClient
     try:
-        admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 3000,
-                             "log_level": 2})
-        meta = admin.list_topics(topic=topic, timeout=timeout)
+        with admin_client(bootstrap) as admin:
+            meta = admin.list_topics(topic=topic, timeout=timeout)
         state = meta.topics[topic].partitions[partition]
     except Exception:  # noqa: BLE001 — KafkaException, KeyError: nobody knows
         return None
@@ -82,11 +93,12 @@ def group_coordinator_id(bootstrap: str, group: str, timeout: float = 5.0) -> in
 
 
 def _group_coordinator_id(bootstrap: str, group: str, timeout: float) -> int | None:
-    from confluent_kafka.admin import AdminClient
     try:
-        admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 3000,
-                             "log_level": 2})
-        future = admin.describe_consumer_groups([group], request_timeout=timeout)[group]
-        return future.result(timeout=timeout).coordinator.id
+        with admin_client(bootstrap) as admin:
+            future = admin.describe_consumer_groups([group], request_timeout=timeout)[group]
+            # A second longer than the request's own timeout: the request
+            # has ended (answered or failed) when the client is closed, so
+            # the close does not wait for it.
+            return future.result(timeout=timeout + 1).coordinator.id
     except Exception:  # noqa: BLE001 — KafkaException, a timeout: nobody knows
         return None

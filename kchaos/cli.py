@@ -6,6 +6,7 @@ stderr saying what and where.
 
 from __future__ import annotations
 
+import faulthandler
 import signal
 import sys
 import tempfile
@@ -369,6 +370,10 @@ def _on_sigterm(signum, frame) -> None:
 def main() -> None:
     """Entry point: usage errors are bad input too (exit 3): the exit codes
     reserve 1 and 2 for verdicts (docs/checking.md)."""
+    # The clients run in this process: should a client library crash it
+    # (a native abort or segfault), the Python stack of every thread shows
+    # where, on stderr.
+    faulthandler.enable()
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         code = cli.main(prog_name="kchaos", standalone_mode=False)

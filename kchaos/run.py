@@ -23,6 +23,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING, Callable
 
+from cluster.readiness import admin_client
 from history_analysis.history.writer import HistoryWriter
 from history_analysis.report import write_report_quietly
 from history_analysis.run_dir import LOG_FILE
@@ -79,19 +80,21 @@ def create_topics(bootstrap: str, topics: list[str], partitions: int, replicatio
                   topic_config: list[str] = ()) -> None:
     """Create topics with the given settings (KEY=VALUE): on a cluster
     kchaos does not run, the broker's defaults are not ours to set."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    from confluent_kafka.admin import NewTopic
     settings = dict(item.split("=", 1) for item in topic_config)
-    futures = admin.create_topics([NewTopic(t, partitions, replication, config=settings)
-                                   for t in topics], operation_timeout=30)
-    for topic, future in futures.items():
-        try:
-            future.result(60)
-        except Exception as e:  # noqa: BLE001 — KafkaException; named below
-            raise RuntimeError(f"cannot create topic {topic} ({partitions} partitions, "
-                               f"replication factor {replication}"
-                               + "".join(f", {item}" for item in topic_config)
-                               + f") on {bootstrap}: {e}") from e
+    # librdkafka's default request timeout (60 s), past the 30 s the
+    # controller may take.
+    with admin_client(bootstrap, **{"socket.timeout.ms": 60000}) as admin:
+        futures = admin.create_topics([NewTopic(t, partitions, replication, config=settings)
+                                       for t in topics], operation_timeout=30)
+        for topic, future in futures.items():
+            try:
+                future.result(60)
+            except Exception as e:  # noqa: BLE001 — KafkaException; named below
+                raise RuntimeError(f"cannot create topic {topic} ({partitions} partitions, "
+                                   f"replication factor {replication}"
+                                   + "".join(f", {item}" for item in topic_config)
+                                   + f") on {bootstrap}: {e}") from e
 
 
 def run_test(config: TestConfig, progress: Progress | None = None,
