@@ -36,13 +36,26 @@ read was of records the log no longer commits (a read above the high
 watermark). The final reads go past their recorded ends (workloads/final.py),
 so a stale end no longer hides records as `unseen`; this is its own sign.
 
-Both rules take only the final phase's ends. One asked during the faults
-proves nothing: a leader cut off from the controller, that has not learned
-it was replaced, still answers ListOffsets with its own high watermark, below
-what its successor has since served (seen in a generic run on the correct
-broker: n3, cut off, answered 263 for a partition of which n1, elected in
-the next epoch, had served offset 284) — Kafka does the same. And sends
-acknowledged after such an answer lie past it.
+`unseen` takes only the final phase's ends, and so does `stale-end` as
+stated. An end asked during the faults proves nothing by itself: a leader
+cut off from the controller, that has not learned it was replaced, still
+answers ListOffsets with its own high watermark, below what its successor
+has since served (seen in a generic run on the correct broker: n3, cut off,
+answered 263 for a partition of which n1, elected in the next epoch, had
+served offset 284) — Kafka does the same. And sends acknowledged after such
+an answer lie past it.
+
+Such an end is judged by epochs instead (`--end-offsets-every`): an ok
+end-offsets answered e in leader epoch E (the answering leader's current
+epoch, which ListOffsets v4+ carries: Kafka's
+Partition.fetchOffsetForTimestamp) is stale if an ok poll completed before
+it was asked had read offset o >= e of a record appended in an epoch below
+E (its batch's partitionLeaderEpoch). With clean elections the leader of E
+held every record committed in an earlier epoch, below the start of E; a
+correct one answers latest only once its high watermark has passed that
+start (KIP-207). A replaced leader answers in its own older epoch, and what
+its successors served was appended in later ones, so it is excused. Ends
+and reads without an epoch (kafka-python's ends) are not judged this way.
 """
 
 from __future__ import annotations
@@ -101,25 +114,41 @@ def findings(part: Partition, out: Findings) -> None:
 
 
 def _stale_ends(part: Partition, out: Findings) -> None:
-    """Each ok final-phase end-offsets below an offset an ok poll completed
-    before it was invoked had read; the evidence is (that poll, the end-offsets)."""
-    e, r = part.ends.where(part.ends.final), part.reads
+    """Both `stale-end` rules (module docstring): each ok final-phase end
+    against every read before it; each ok main-phase end answered in a
+    known epoch e against the reads before it of records appended in an
+    epoch before e."""
+    e, r = part.ends, part.reads
+    e = e.where(e.type == OK)
     read = (r.type == OK) & (r.offset != NONE)
-    ok_end = e.type == OK
-    if not read.any() or not ok_end.any():
+    if not read.any() or not len(e):
         return
-    by = np.argsort(r.op[read], kind="stable")
-    ops, offsets = r.op[read][by], r.offset[read][by]
+    _stale_below(out, e.where(e.final), r.where(read))
+    in_epoch = ~e.final & (e.epoch != NONE)
+    for epoch in np.unique(e.epoch[in_epoch]):
+        _stale_below(out, e.where(in_epoch & (e.epoch == epoch)),
+                     r.where(read & (r.epoch != NONE) & (r.epoch < epoch)))
+
+
+def _stale_below(out: Findings, ends, reads) -> None:
+    """Each of `ends` below an offset one of `reads` had read in a poll
+    completed before that end was invoked; the evidence is (that poll, the
+    end-offsets)."""
+    if not len(ends) or not len(reads):
+        return
+    by = np.argsort(reads.op, kind="stable")
+    ops, offsets, epochs = reads.op[by], reads.offset[by], reads.epoch[by]
     highest = np.maximum.accumulate(offsets)           # the highest read up to each poll
-    before = np.searchsorted(ops, e.invoke[ok_end], side="left")    # polls done before
+    before = np.searchsorted(ops, ends.invoke, side="left")    # polls done before
     seen = np.where(before > 0, highest[np.maximum(before - 1, 0)], NONE)
-    stale = seen >= e.offset[ok_end]
+    stale = seen >= ends.offset
     if not stale.any():
         return
     # The poll that first read the highest offset: the evidence.
     first_at = np.searchsorted(highest, seen[stale], side="left")
-    out.cases("stale-end", offset=seen[stale], end_offset=e.offset[ok_end][stale],
-              evidence=pairs(ops[first_at], e.op[ok_end][stale]))
+    out.cases("stale-end", offset=seen[stale], end_offset=ends.offset[stale],
+              read_epoch=nullable(epochs[first_at]), end_epoch=nullable(ends.epoch[stale]),
+              evidence=pairs(ops[first_at], ends.op[stale]))
 
 
 def _final_reads(part: Partition, out: Findings) -> tuple[int, int, int, int]:

@@ -38,7 +38,7 @@ COLOCATED = pa.schema([
     ("time", pa.int64()), ("process", pa.int64()), ("type", pa.string()),
     ("phase", pa.string()), ("pos", pa.int32()), ("group", pa.string()),
     ("kind", pa.string()), ("offset", pa.int64()), ("value", pa.int64()),
-    ("raw", pa.string()),
+    ("raw", pa.string()), ("epoch", pa.int32()),
 ])
 
 
@@ -82,6 +82,7 @@ _CONVERT = {
     "offset": lambda rows, groups: _ints(rows["offset"]),
     "value": lambda rows, groups: np.asarray(pc.fill_null(rows["value"], 0), dtype=np.int64),
     "has_value": lambda rows, groups: np.asarray(rows["value"].is_valid()),
+    "epoch": lambda rows, groups: _ints(rows["epoch"]),
 }
 
 
@@ -89,7 +90,7 @@ class Columns:
     """Rows of one source table. A column becomes numpy when first asked
     for (`op`, `invoke`, `invoke_time`, `time`, `process`, `type`, `final`,
     `pos`, `group` — a code into Partition.groups —, `kind`, `offset`,
-    `value`, `has_value`; `raw` stays Arrow); `where` selects rows without
+    `value`, `has_value`, `epoch`; `raw` stays Arrow); `where` selects rows without
     converting anything."""
 
     def __init__(self, rows: pa.Table, groups: pa.Array, index: np.ndarray | None = None,

@@ -32,6 +32,7 @@ from history_analysis.history.scan import BLOCK_BYTES, scan, scan_blocks
 from history_analysis.tables import TABLES, derive
 
 MANIFEST = "_ingest.json"
+LAYOUT = {name: table.columns for name, table in TABLES.items()}
 # zstd without dictionaries: of pyarrow's choices measured on a reads
 # table, among the fastest to write (0.19 s per 500,000 rows) and the
 # smallest (3.4 MB, against 11 MB with snappy).
@@ -51,6 +52,8 @@ class IngestResult:
     unmatched: int
     truncated_line: int | None
     rows: dict[str, int] = field(default_factory=dict)
+    # Each table's columns as written: tables of an older layout are stale.
+    layout: dict[str, list[str]] = field(default_factory=lambda: dict(LAYOUT))
 
     def summary(self) -> str:
         rows = ", ".join(f"{name} {n}" for name, n in self.rows.items())
@@ -112,8 +115,9 @@ def read_manifest(run_dir: str | os.PathLike) -> dict | None:
 
 
 def tables_are_stale(run_dir: str | os.PathLike) -> bool:
-    """True when `history/_ingest.json` is missing or names another size or
-    mtime of `history.jsonl` than the file has now."""
+    """True when `history/_ingest.json` is missing, names another size or
+    mtime of `history.jsonl` than the file has now, or another layout of
+    the tables than this version writes (a column added since)."""
     run_dir = Path(run_dir)
     source = run_dir / HISTORY_FILE
     if not source.is_file():
@@ -122,8 +126,8 @@ def tables_are_stale(run_dir: str | os.PathLike) -> bool:
     if manifest is None:
         return True
     stat = source.stat()
-    return (manifest.get("source_size"), manifest.get("source_mtime_ns")) != (
-        stat.st_size, stat.st_mtime_ns)
+    return (manifest.get("source_size"), manifest.get("source_mtime_ns"),
+            manifest.get("layout")) != (stat.st_size, stat.st_mtime_ns, LAYOUT)
 
 
 class _TableFiles:

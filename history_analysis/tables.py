@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from history_analysis.history.schema import (
-    EVENT_TYPES, FS, NEMESIS_PROCESS, OFFSET_AT, OFFSET_FOUND, READ, SEND_DONE,
+    END_AT, EVENT_TYPES, FS, NEMESIS_PROCESS, OFFSET_AT, OFFSET_FOUND, READ, SEND_DONE,
     TOPIC_PARTITION, VALUE, Shape, codes,
 )
 
@@ -75,9 +75,9 @@ COMMITTED = Table("committed", extra=(("group", _text),), item=OFFSET_FOUND)
 # a poll reported: `assigned`, `revoked`, `lost`.
 ASSIGNMENTS = Table("assignments", extra=(("kind", _text), ("group", _text)),
                     item=TOPIC_PARTITION)
-# The partition ends the final phase recorded (ok end-offsets), which
-# `unseen` needs to be proven.
-END_OFFSETS = Table("end_offsets", item=OFFSET_AT)
+# The partition ends recorded (ok end-offsets, of either phase): `unseen`
+# is proven against the final phase's, `stale-end` judges both.
+END_OFFSETS = Table("end_offsets", item=END_AT)
 NEMESIS = Table("nemesis", extra=(("f", _text), ("value_json", _text)))
 
 TABLES = {t.name: t for t in (OPS, SENDS, READS, COMMITS, COMMITTED, ASSIGNMENTS,

@@ -50,7 +50,10 @@ def _stress() -> dict:
         # Slow consumers (KIP-62) stall 1.5 x 6 s, so a 90-s run has zombies
         # (every 3 s at the nominal rate; polls under faults are slower).
         client_settings=ClientSettings(max_poll_interval_ms=6000),
-        stall_consumers_every=3.0)
+        stall_consumers_every=3.0,
+        # Ends asked under faults, where a new leader's stale high watermark
+        # shows (KIP-207), judged by epochs (checkers/lost.py).
+        end_offsets_every=1.0)
 
 
 # What each profile adds to the run every row shares (every_fault_config):

@@ -208,6 +208,8 @@ class ConsumerWorker(Worker):
                     if self.stop.wait(1.5 * self.config.client_settings.max_poll_interval_ms / 1000):
                         return
                     outcome = self._commit(client)
+                elif self._now(self.config.end_offsets_every):
+                    outcome = self._end_offsets(client)
                 elif (choice := self.rng.random()) < 0.75:
                     outcome = self._poll(client)
                 elif choice < 0.9:
@@ -274,6 +276,12 @@ class ConsumerWorker(Worker):
             self.committed_positions.update({(t, p): o for t, p, o in offsets})
             self.group_committed = True
         return outcome
+
+    def _end_offsets(self, client) -> Outcome:
+        partitions = self._all_partitions()
+        return self.call("end-offsets", h.invocation("end-offsets",
+                                                     partitions=partitions_value(partitions)),
+                         lambda: client.end_offsets(partitions, self.config.op_timeout))
 
     def _committed(self, client) -> Outcome:
         partitions = sorted(self.owned) or self._all_partitions()

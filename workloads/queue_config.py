@@ -41,6 +41,12 @@ class QueueConfig:
         None, "About every S seconds, a subscribe-mode consumer stalls 1.5 x "
         "max.poll.interval.ms before a commit, as slow processing does.", metavar="S",
         default_text="never")
+    # The end a consumer is told during faults (ListOffsets, latest): judged
+    # by the epoch of the leader that answered against the epochs the reads
+    # before it were appended in (stale-end, checkers/lost.py; KIP-207).
+    end_offsets_every: float | None = setting(
+        None, "About every S seconds, a consumer asks every partition's end (end-offsets) "
+        "during the main phase.", metavar="S", default_text="never")
     client_settings: ClientSettings = setting(default_factory=ClientSettings)
     op_timeout: float = setting(15.0, "A send or poll never waits longer.", cli=False)
     poll_timeout: float = setting(0.1, "A poll returns what arrived by then.", cli=False)
@@ -62,7 +68,7 @@ class QueueConfig:
             found.append(("concurrency", "must be at least 2: a producer and a consumer"))
         if not self.rate > 0:
             found.append(("rate", "must be positive"))
-        for name in ("crash_clients_every", "stall_consumers_every"):
+        for name in ("crash_clients_every", "stall_consumers_every", "end_offsets_every"):
             if getattr(self, name) is not None and not getattr(self, name) > 0:
                 found.append((name, "must be positive seconds (or left out: never)"))
         for item in self.topic_config:

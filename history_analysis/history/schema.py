@@ -64,16 +64,21 @@ OFFSET = Int("a non-negative 64-bit integer", low=0)
 PARTITION = Int("a partition number (0 to 2147483647)", low=0, high=INT32_MAX,
                 arrow=pa.int32())
 TEXT = Text()
+# Leader epochs are int32 on the wire too: a read record's is the epoch its
+# batch was appended in; an end's, the epoch of the leader that answered.
+EPOCH = Int("a leader epoch (0 to 2147483647)", low=0, high=INT32_MAX, arrow=pa.int32())
 
 TOPIC_PARTITION = Shape({"topic": TEXT, "partition": PARTITION})
 PARTITIONS = ListOf(TOPIC_PARTITION)
 SEND_ASKED = Shape({**TOPIC_PARTITION.fields, "value": INT64, "offset": Null(pa.int64())})
 SEND_DONE = Shape({**TOPIC_PARTITION.fields, "value": INT64, "offset": Nullable(OFFSET)})
 READ = Shape({**TOPIC_PARTITION.fields, "offset": OFFSET, "value": Nullable(INT64),
-              "raw": Nullable(Base64Text())}, rule=RAW_ONLY_UNDECODABLE)
+              "raw": Nullable(Base64Text()), "epoch": Nullable(EPOCH)},
+             rule=RAW_ONLY_UNDECODABLE)
 REBALANCE = Shape({"kind": Text(REBALANCE_KINDS), "group": TEXT, "partitions": PARTITIONS})
 OFFSET_AT = Shape({**TOPIC_PARTITION.fields, "offset": OFFSET})
 OFFSET_FOUND = Shape({**TOPIC_PARTITION.fields, "offset": Nullable(OFFSET)})
+END_AT = Shape({**OFFSET_AT.fields, "epoch": Nullable(EPOCH)})
 
 EMPTY = Shape({})
 ASSIGN = Shape({"partitions": PARTITIONS, "seek_to_beginning": Flag()})
@@ -92,7 +97,7 @@ OPERATIONS: dict[str, tuple[Shape, Shape]] = {
     "committed": (Shape({"group": TEXT, "partitions": PARTITIONS}),
                   Shape({"group": TEXT, "offsets": ListOf(OFFSET_FOUND)})),
     "crash": (EMPTY, EMPTY),
-    "end-offsets": (Shape({"partitions": PARTITIONS}), Shape({"offsets": ListOf(OFFSET_AT)})),
+    "end-offsets": (Shape({"partitions": PARTITIONS}), Shape({"offsets": ListOf(END_AT)})),
 }
 CLIENT_FS = tuple(OPERATIONS)
 FS = CLIENT_FS + NEMESIS_FS

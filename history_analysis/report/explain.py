@@ -159,8 +159,13 @@ def sentence(type_: str, case: dict, evidence: Evidence) -> str:
         parts.append(evidence.reads_of(value))
         return "; ".join(parts)
     if type_ == "stale-end":
-        return f"a poll had read offset {offset} of {tp}; the end-offsets asked after it " \
-               f"answered {case['end_offset']}"
+        read_epoch, end_epoch = case.get("read_epoch"), case.get("end_epoch")
+        if read_epoch is None or end_epoch is None:
+            return f"a poll had read offset {offset} of {tp}; the end-offsets asked after " \
+                   f"it answered {case['end_offset']}"
+        return f"a poll had read offset {offset} of {tp}, appended in leader epoch " \
+               f"{read_epoch}; the end-offsets asked after it answered {case['end_offset']} " \
+               f"from the leader of epoch {end_epoch}, which must hold that record"
     if type_ == "duplicate":
         places = ", ".join(f"offset {p['offset']} of {p['topic']}-{p['partition']}"
                            for p in (case.get("places") or [])[:6])

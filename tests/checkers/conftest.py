@@ -65,9 +65,11 @@ class Ops:
         return self.op(process, "send", {"sends": asked}, {"sends": done}, type=type, **kw)
 
     def poll(self, process, *reads, rebalances=(), type="ok", **kw):
-        """reads: (topic, partition, offset, value) tuples."""
-        done = {"reads": [{"topic": t, "partition": p, "offset": o, "value": v}
-                          for t, p, o, v in reads], "rebalances": list(rebalances)}
+        """reads: (topic, partition, offset, value[, epoch]) tuples; epoch:
+        the leader epoch the record was appended in."""
+        done = {"reads": [{"topic": t, "partition": p, "offset": o, "value": v,
+                           **({"epoch": epoch[0]} if epoch else {})}
+                          for t, p, o, v, *epoch in reads], "rebalances": list(rebalances)}
         return self.op(process, "poll", {}, done, type=type, **kw)
 
     def assign(self, process, *partitions, seek_to_beginning=False, **kw):
@@ -90,9 +92,12 @@ class Ops:
         return self.op(process, "committed", asked, done, **kw)
 
     def end_offsets(self, process, *ends, phase="final", **kw):
-        """ends: (topic, partition, offset); phase None: asked in the main phase."""
-        asked = {"partitions": [{"topic": t, "partition": p} for t, p, _ in ends]}
-        done = {"offsets": [{"topic": t, "partition": p, "offset": o} for t, p, o in ends]}
+        """ends: (topic, partition, offset[, epoch]), epoch: the answering
+        leader's; phase None: asked in the main phase."""
+        asked = {"partitions": [{"topic": t, "partition": p} for t, p, *_ in ends]}
+        done = {"offsets": [{"topic": t, "partition": p, "offset": o,
+                             **({"epoch": epoch[0]} if epoch else {})}
+                            for t, p, o, *epoch in ends]}
         return self.op(process, "end-offsets", asked, done,
                        **({"phase": phase} if phase else {}), **kw)
 

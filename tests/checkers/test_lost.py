@@ -189,6 +189,43 @@ def test_ends_asked_in_the_main_phase_decide_nothing(run_checker):
         {"topic": T, "partition": 1, "count": 2, "end_offset": None, "final_read_to": 0}]
 
 
+def test_ends_asked_in_the_main_phase_are_judged_by_epochs(run_checker):
+    h = Run()
+    # M0: records 0-4 appended in epoch 1 were read; then a main-phase end
+    # answered 3 in epoch 2 — a new leader's stale high watermark.
+    h.named("s0", h.send, T, 0, 400, 401, 402, 403, 404, offsets=[0, 1, 2, 3, 4])
+    h.named("r0", h.poll, *[(T, 0, o, 400 + o, 1) for o in range(5)])
+    h.named("mid0", h.end_offsets, (T, 0, 3, 2), phase=None)
+    # M1 near-miss: a replaced leader answers 3 in its own epoch 2; what was
+    # read at 3 and 4 was appended by its successor, in epoch 3.
+    h.named("s1", h.send, T, 1, 410, 411, 412, 413, 414, offsets=[0, 1, 2, 3, 4])
+    h.named("r1", h.poll, *[(T, 1, o, 410 + o, 1 if o < 3 else 3) for o in range(5)])
+    h.named("mid1", h.end_offsets, (T, 1, 3, 2), phase=None)
+    # M2 near-miss: an end without an epoch (kafka-python's) is not judged.
+    h.named("s2", h.send, T, 2, 420, 421, offsets=[0, 1])
+    h.named("r2", h.poll, (T, 2, 0, 420, 1), (T, 2, 1, 421, 1))
+    h.named("mid2", h.end_offsets, (T, 2, 1), phase=None)
+    # M3 near-miss: reads without an epoch are not evidence for this rule.
+    h.named("s3", h.send, T, 3, 430, 431, offsets=[0, 1])
+    h.named("r3", h.poll, (T, 3, 0, 430), (T, 3, 1, 431))
+    h.named("mid3", h.end_offsets, (T, 3, 1, 5), phase=None)
+    # M4 near-miss: the read completed after the end was asked.
+    h.named("s4", h.send, T, 4, 440, 441, offsets=[0, 1])
+    h.end_offsets(90, (T, 4, 1, 2), phase=None, pending=True)
+    h.named("r4", h.poll, (T, 4, 0, 440, 1), (T, 4, 1, 441, 1))
+    h.complete(90)
+    h.named("final", h.poll, *[(T, p, o, 400 + 10 * p + o) for p in range(5)
+                               for o in range(5 if p < 2 else 2)], phase="final")
+    h.named("end", h.end_offsets, *[(T, p, 5 if p < 2 else 2) for p in range(5)])
+
+    result = run_checker(check, h)
+
+    assert result.counts == {"stale-end": 1}, result.anomalies
+    [case] = result.anomalies["stale-end"]
+    assert (case["partition"], case["offset"], case["end_offset"], case["read_epoch"],
+            case["end_epoch"], case["evidence"]) == (0, 4, 3, 1, 2, [h.at["r0"], h.at["mid0"]])
+
+
 def test_no_acknowledged_send_no_finding(run_checker):
     h = Run()
     h.named("info", h.send, T, 0, 1, type="info")
@@ -229,8 +266,9 @@ def test_stale_end_and_its_near_misses(run_checker):
     at = h.at
     assert result.counts.get("stale-end") == 2, result.counts
     assert by_partition(result.anomalies["stale-end"]) == {
+        # No epochs in this history: the final phase's rule needs none.
         0: {"type": "stale-end", "topic": T, "partition": 0, "offset": 4, "end_offset": 3,
-            "evidence": [at["r0"], at["end"]]},
+            "read_epoch": None, "end_epoch": None, "evidence": [at["r0"], at["end"]]},
         4: {"type": "stale-end", "topic": T, "partition": 4, "offset": 6, "end_offset": 4,
-            "evidence": [at["r4_high"], at["end"]]},
+            "read_epoch": None, "end_epoch": None, "evidence": [at["r4_high"], at["end"]]},
     }

@@ -43,6 +43,8 @@ def _read(draw):
     else:
         read["value"] = None
         read["raw"] = base64.b64encode(draw(st.binary(max_size=8))).decode()
+    if draw(st.booleans()):
+        read["epoch"] = draw(st.integers(0, 2**31 - 1))
     return read
 
 
@@ -97,7 +99,9 @@ def _operation(draw, process: int, values: list[int]):
     if f == "crash":
         return f, {}, "info", {}, extra
     asked = {"partitions": draw(partitions)}
-    return f, asked, type_, {"offsets": [dict(p, offset=draw(st.integers(0, 10**6)))
+    return f, asked, type_, {"offsets": [dict(p, offset=draw(st.integers(0, 10**6)),
+                                              **({"epoch": draw(st.integers(0, 10))}
+                                                 if draw(st.booleans()) else {}))
                                          for p in asked["partitions"]]}, extra
 
 

@@ -8,7 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from history_analysis.history import HistoryError
-from history_analysis.ingest import IngestError, ingest, read_manifest, tables_from_events
+from history_analysis.ingest import (IngestError, ingest, read_manifest, tables_are_stale,
+                                     tables_from_events)
 from history_analysis.tables import TABLES
 
 S = lambda topic, partition, value, offset=None: {  # noqa: E731
@@ -27,7 +28,8 @@ EVENTS = [
     (2, "ok", "subscribe", {"group": "g", "topics": ["t", "u"]}, {}),
     (1, "invoke", "poll", {}, {}),
     (2, "invoke", "poll", {}, {}),
-    (1, "ok", "poll", {"reads": [{"topic": "t", "partition": 0, "offset": 5, "value": 11},
+    (1, "ok", "poll", {"reads": [{"topic": "t", "partition": 0, "offset": 5, "value": 11,
+                                  "epoch": 2},
                                  {"topic": "t", "partition": 0, "offset": 6, "value": None,
                                   "raw": "eHl6"}], "rebalances": []}, {}),
     (2, "info", "poll", {"reads": [], "rebalances": [
@@ -45,7 +47,8 @@ EVENTS = [
     (5, "invoke", "send", {"sends": [S("t", 1, 13)]}, {}),
     (5, "fail", "send", {"sends": [S("t", 1, 13)]}, {"error": "invalid config"}),
     (6, "invoke", "end-offsets", {"partitions": [TP("t", 0), TP("t", 1)]}, {"phase": "final"}),
-    (6, "ok", "end-offsets", {"offsets": [{"topic": "t", "partition": 0, "offset": 7},
+    (6, "ok", "end-offsets", {"offsets": [{"topic": "t", "partition": 0, "offset": 7,
+                                           "epoch": 3},
                                           {"topic": "t", "partition": 1, "offset": 8}]},
      {"phase": "final"}),
     (7, "invoke", "send", {"sends": [S("t", 0, 14)]}, {}),  # never completed
@@ -96,8 +99,8 @@ def test_every_table_has_exactly_the_expected_rows(tmp_path):
         (*envelope[20], 0, "t", 0, 14, None),
     ]
     poll = (10, 8, 80, 100, 1, "ok", "main")
-    assert rows(run, "reads") == [(*poll, 0, "t", 0, 5, 11, None),
-                                  (*poll, 1, "t", 0, 6, None, "eHl6")]
+    assert rows(run, "reads") == [(*poll, 0, "t", 0, 5, 11, None, 2),
+                                  (*poll, 1, "t", 0, 6, None, "eHl6", None)]
     assert rows(run, "commits") == [(13, 12, 120, 130, 3, "ok", "main", "g", "t", 1, 8)]
     fetch = (15, 14, 140, 150, 4, "ok", "main", "g")
     assert rows(run, "committed") == [(*fetch, "t", 0, None), (*fetch, "t", 1, 8)]
@@ -114,7 +117,7 @@ def test_every_table_has_exactly_the_expected_rows(tmp_path):
     assert [r[:8] for r in nemesis] == [(6, 4, 40, 60, -1, "info", "main", "kill")]
     assert json.loads(nemesis[0][8]) == {"nodes": ["n1"], "killed": True}
     ends = (19, 18, 180, 190, 6, "ok", "final")
-    assert rows(run, "end_offsets") == [(*ends, "t", 0, 7), (*ends, "t", 1, 8)]
+    assert rows(run, "end_offsets") == [(*ends, "t", 0, 7, 3), (*ends, "t", 1, 8, None)]
 
     manifest = read_manifest(run)
     assert manifest["rows"] == {"ops": 11, "sends": 4, "reads": 2, "commits": 1,
@@ -132,6 +135,23 @@ def test_ingest_is_idempotent(tmp_path):
     assert sorted(p.name for p in (run / "history").iterdir()) == sorted(
         [*TABLES, "_ingest.json"])
     assert [p.name for p in run.iterdir() if p.name.startswith(".history")] == []
+
+
+def test_tables_of_an_older_layout_are_stale(tmp_path):
+    run = write_history(tmp_path / "run", EVENTS)
+    ingest(run)
+    assert not tables_are_stale(run)
+    manifest_path = run / "history" / "_ingest.json"
+    manifest = json.loads(manifest_path.read_text())
+    # As ingested before reads had their epoch column.
+    manifest["layout"]["reads"].remove("epoch")
+    manifest_path.write_text(json.dumps(manifest))
+    assert tables_are_stale(run)
+    del manifest["layout"]
+    manifest_path.write_text(json.dumps(manifest))
+    assert tables_are_stale(run)
+    ingest(run)
+    assert not tables_are_stale(run)
 
 
 def test_a_malformed_history_is_refused_and_old_tables_are_kept(tmp_path):
@@ -162,7 +182,7 @@ def test_blocks_carry_outstanding_operations_and_ended_processes(tmp_path, monke
     run = write_history(tmp_path / "run", EVENTS)
     whole = ingest(run)
     assert whole.rows["ops"] == 11 and whole.unmatched == 1
-    assert rows(run, "reads")[1][-1] == "eHl6"
+    assert rows(run, "reads")[1][-2] == "eHl6"
     events = EVENTS[:-1] + [(2, "invoke", "poll", {}, {})]   # process 2 ended (info poll)
     write_history(run, events)
     with pytest.raises(HistoryError, match=r"history.jsonl:21: field 'process': expected a "

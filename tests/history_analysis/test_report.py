@@ -163,3 +163,13 @@ def test_a_failing_report_changes_neither_the_verdict_nor_the_exit_code(anomalou
     assert (f"report: none (writing it failed; the verdict stands; see the log, or run "
             f"kchaos report {run_dir})") in done.stdout
     assert json.loads((run_dir / "results.json").read_text())["valid"] is False
+
+
+def test_a_stale_end_is_told_with_its_epochs_when_they_are_known():
+    from history_analysis.report.explain import sentence
+    case = {"topic": T, "partition": 0, "offset": 4, "end_offset": 3}
+    plain = sentence("stale-end", {**case, "read_epoch": None, "end_epoch": None}, None)
+    assert plain == f"a poll had read offset 4 of {T}-0; the end-offsets asked after it " \
+                    "answered 3"
+    told = sentence("stale-end", {**case, "read_epoch": 1, "end_epoch": 2}, None)
+    assert "appended in leader epoch 1" in told and "from the leader of epoch 2" in told

@@ -188,6 +188,7 @@ def test_check_bad_input_exits_3(spark, tmp_path):
     (["--allow", "nonsense"], "--allow 'nonsense': not an anomaly type"),
     (["--records-per-send", "0"], "records_per_send=0: must be at least 1"),
     (["--stall-consumers-every", "0"], "stall_consumers_every=0.0: must be positive seconds"),
+    (["--end-offsets-every", "-1"], "end_offsets_every=-1.0: must be positive seconds"),
     (["--batch-size", "0"], "batch_size=0: must be at least 1 byte"),
     (["--max-in-flight", "6"], "idempotence=True conflicts with max_in_flight=6"),
     (["--auto-offset-reset", "none"], "Invalid value for '--auto-offset-reset'"),

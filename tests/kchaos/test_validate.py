@@ -229,6 +229,7 @@ def test_the_stress_profile_adds_its_settings_to_the_same_run(tmp_path):
     assert plain.workload.stall_consumers_every is None
     assert stress.workload.stall_consumers_every
     assert stress.workload.client_settings.max_poll_interval_ms == 6000
+    assert (plain.workload.end_offsets_every, stress.workload.end_offsets_every) == (None, 1.0)
     # Everything else is the same run: nemesis, schedule, seed, the switch.
     for name in ("nemesis", "nemesis_interval", "seed", "time_limit", "bugs"):
         assert getattr(plain, name) == getattr(stress, name), name

@@ -77,3 +77,23 @@ def test_a_group_without_a_commit_restarts_from_the_beginning(tmp_path):
     assert {had_commit for _, had_commit in assigns[1:]} == {False, True}, \
         f"restarts before and after the first commit are needed: {assigns}"
 
+
+
+def test_consumers_ask_for_the_ends_in_the_main_phase(tmp_path):
+    # --end-offsets-every: end-offsets ops of the main phase (no phase),
+    # every partition each time, answers that follow what was produced,
+    # with the answering leader's epoch (confluent-kafka, the default client).
+    with topic_t(tmp_path, 2) as (broker, producer):
+        for value in range(7):
+            producer.produce("t", str(value).encode(), partition=value % 2)
+        assert producer.flush(30) == 0
+        config = QueueConfig(partitions=2, concurrency=2, rate=40, end_offsets_every=0.2)
+        run = Running(tmp_path, broker, config, seed=5)
+        run.stop.wait(4)
+        events = run.finish()
+
+    ends = [e for e in events if e["f"] == "end-offsets" and e["type"] != "invoke"]
+    assert len(ends) >= 3, ends
+    assert all("phase" not in e and e["type"] == "ok" for e in ends), ends
+    assert {tuple((o["partition"], o["offset"], o["epoch"]) for o in e["value"]["offsets"])
+            for e in ends} == {((0, 4, 0), (1, 3, 0))}

@@ -129,14 +129,29 @@ def encode_value(value: int) -> bytes:
     return str(value).encode("ascii")
 
 
-def read(topic: str, partition: int, offset: int, raw: bytes | None) -> dict:
+def read(topic: str, partition: int, offset: int, raw: bytes | None,
+         epoch: int | None = None) -> dict:
     """A read as the history records it: a value that is not an ASCII decimal
-    64-bit int (another writer's record, a null) keeps its bytes in `raw`."""
+    64-bit int (another writer's record, a null) keeps its bytes in `raw`;
+    `epoch`, the leader epoch the record's batch was appended in, when the
+    client tells it (a negative one is unknown)."""
     raw = raw or b""
+    known = _epoch(epoch)
     if _DECIMAL.fullmatch(raw) and int(raw) in _INT64:
-        return h.READ(topic=topic, partition=partition, offset=offset, value=int(raw))
+        return h.READ(topic=topic, partition=partition, offset=offset, value=int(raw), **known)
     return h.READ(topic=topic, partition=partition, offset=offset, value=None,
-                  raw=base64.b64encode(raw).decode("ascii"))
+                  raw=base64.b64encode(raw).decode("ascii"), **known)
+
+
+def end_at(topic: str, partition: int, offset: int, epoch: int | None = None) -> dict:
+    """A partition's end as the history records it, with the epoch of the
+    leader that answered when the client tells it."""
+    return h.END_AT(topic=topic, partition=partition, offset=offset, **_epoch(epoch))
+
+
+def _epoch(epoch: int | None) -> dict:
+    # Clients tell an unknown epoch as None or -1; the history leaves it out.
+    return {"epoch": epoch} if epoch is not None and epoch >= 0 else {}
 
 
 class ConsumedEpochs:

@@ -13,12 +13,12 @@ import logging
 import threading
 import time
 
-from confluent_kafka import (OFFSET_BEGINNING, OFFSET_INVALID, OFFSET_STORED, Consumer,
-                             KafkaError, KafkaException, Producer, TopicPartition)
+from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID, OFFSET_STORED,
+                             Consumer, KafkaError, KafkaException, Producer, TopicPartition)
 
 from history_analysis.history import schema as h
 from workloads.clients.base import (FAIL, FAIL_UNLESS_RETRIED, INFO, OK, ClientSettings,
-                                    ConsumedEpochs,
+                                    ConsumedEpochs, end_at,
                                     Outcome, check_group, encode_value, offsets_value,
                                     partitions_value, read, rebalance, resolve, sends_outcome,
                                     verdict)
@@ -266,9 +266,10 @@ class ConfluentConsumer:
             for msg in messages:
                 err = msg.error()
                 if err is None:
-                    reads.append(read(msg.topic(), msg.partition(), msg.offset(), msg.value()))
-                    self._epochs.read(msg.topic(), msg.partition(), msg.offset(),
-                                      msg.leader_epoch())
+                    epoch = msg.leader_epoch()
+                    reads.append(read(msg.topic(), msg.partition(), msg.offset(), msg.value(),
+                                      epoch))
+                    self._epochs.read(msg.topic(), msg.partition(), msg.offset(), epoch)
                 elif err.fatal():
                     fatal = fatal or describe(err)
                 elif err.code() != E._PARTITION_EOF:
@@ -334,24 +335,22 @@ class ConfluentConsumer:
 
     def end_offsets(self, partitions: list[tuple[str, int]], timeout: float) -> Outcome:
         self._check_usable()
-        deadline = time.monotonic() + timeout
-        ends = []
-        for topic, partition in partitions:
-            try:
-                # cached=False: a ListOffsets request, the high watermark now.
-                marks = self._consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition),
-                    timeout=max(0.0, deadline - time.monotonic()), cached=False)
-            except KafkaException as e:
-                marks, error = None, describe(e.args[0])
-            else:
-                error = f"_TIMED_OUT: no ListOffsets answer within {timeout} s"
-            if marks is None:
-                return Outcome(FAIL, h.invocation("end-offsets",
-                                                  partitions=partitions_value(partitions)),
-                               error)
-            ends.append((topic, partition, marks[1]))
-        return Outcome(OK, h.completion("end-offsets", offsets=offsets_value(ends)))
+        asked = h.invocation("end-offsets", partitions=partitions_value(partitions))
+        try:
+            # ListOffsets(latest) for every partition at once: the high
+            # watermark now, and the epoch of the leader that answered
+            # (ListOffsets v4+, KIP-320), which stale-end's epoch rule needs.
+            answers = self._consumer.offsets_for_times(
+                [TopicPartition(t, p, OFFSET_END) for t, p in partitions], timeout=timeout)
+        except KafkaException as e:
+            return Outcome(FAIL, asked, describe(e.args[0]))
+        for tp in answers:
+            if tp.error is not None:
+                return Outcome(FAIL, asked, describe(tp.error))
+            if tp.offset < 0:
+                return Outcome(FAIL, asked, f"no end of {tp.topic}-{tp.partition} in the answer")
+        return Outcome(OK, h.completion("end-offsets", offsets=[
+            end_at(tp.topic, tp.partition, tp.offset, tp.leader_epoch) for tp in answers]))
 
     def close(self) -> None:
         if self._closed:

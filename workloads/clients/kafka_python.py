@@ -19,7 +19,7 @@ from kafka import errors as Errors
 
 from history_analysis.history import schema as h
 from workloads.clients.base import (FAIL, FAIL_UNLESS_RETRIED, INFO, OK, ClientSettings,
-                                    ConsumedEpochs,
+                                    ConsumedEpochs, end_at,
                                     Outcome, check_group, encode_value, offsets_value,
                                     partitions_value, read, rebalance, resolve, sends_outcome)
 
@@ -270,7 +270,8 @@ class KafkaPythonConsumer:
             error = describe(e)
         else:
             for tp, records in batches.items():
-                reads += [read(r.topic, r.partition, r.offset, r.value) for r in records]
+                reads += [read(r.topic, r.partition, r.offset, r.value, r.leader_epoch)
+                          for r in records]
                 for r in records:
                     self._epochs.read(r.topic, r.partition, r.offset, r.leader_epoch)
         with self._lock:
@@ -320,8 +321,9 @@ class KafkaPythonConsumer:
             return Outcome(FAIL, h.invocation("end-offsets",
                                               partitions=partitions_value(partitions)),
                            describe(e))
-        return Outcome(OK, h.completion("end-offsets", offsets=offsets_value(
-            (tp.topic, tp.partition, ends[tp]) for tp in tps)))
+        # kafka-python's end_offsets keeps the answering leader's epoch to itself.
+        return Outcome(OK, h.completion("end-offsets", offsets=[
+            end_at(tp.topic, tp.partition, ends[tp]) for tp in tps]))
 
     def close(self) -> None:
         if self._consumer is not None:
