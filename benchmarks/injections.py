@@ -179,12 +179,13 @@ def injected_ops(spark, cases: int, layout: sh.Layout) -> DataFrame:
     reads = F.transform("reads", lambda r: F.struct(
         F.lit(sh.TOPIC).alias("topic"), x.cast("int").alias("partition"), r["offset"],
         value(r["slot"]).alias("value"),
-        F.when((r["slot"] == GARBAGE) & odd, F.lit("/w==")).alias("raw")))
+        F.when((r["slot"] == GARBAGE) & odd, F.lit("/w==")).alias("raw"),
+        F.lit(None).cast("int").alias("epoch")))
     rebalances = F.when(F.col("rebalance").isNotNull(), F.array(F.struct(
         F.col("rebalance").alias("kind"), group.alias("group"), here.alias("partitions")))) \
         .otherwise(sh.empty("rebalances"))
     offsets = F.array(F.struct(F.lit(sh.TOPIC).alias("topic"), x.cast("int").alias("partition"),
-                               offset.alias("offset")))
+                               offset.alias("offset"), F.lit(None).cast("int").alias("epoch")))
     f = F.col("f")
     asked = F.when(f == "send", sh.value_struct(sends=sends(False))) \
         .when(f == "poll", sh.empty()) \

@@ -156,8 +156,10 @@ def topic_partition(p: Column) -> Column:
 
 
 def _offsets(partitions: Column, offset) -> Column:
+    # No epochs (they are optional, and to_json leaves nulls out).
     return F.transform(partitions, lambda tp: F.struct(
-        tp["topic"], tp["partition"], offset(tp["partition"]).alias("offset")))
+        tp["topic"], tp["partition"], offset(tp["partition"]).alias("offset"),
+        F.lit(None).cast("int").alias("epoch")))
 
 
 def rebalance(kind: str, group: Column, partitions: Column) -> Column:
@@ -209,7 +211,7 @@ class BaseRun:
         """What a poll of pair k reads in round r: batch r-1."""
         records = F.transform(self.batch(k, F.greatest(r - 1, F.lit(0))), lambda x: F.struct(
             F.lit(TOPIC).alias("topic"), x["partition"], x["offset"], x["value"],
-            F.lit(None).cast("string").alias("raw")))
+            F.lit(None).cast("string").alias("raw"), F.lit(None).cast("int").alias("epoch")))
         return F.when(r >= 1, records.cast(VALUE["reads"].dataType)).otherwise(empty("reads"))
 
     def commit_offsets(self, k: Column, r: Column) -> Column:
