@@ -214,9 +214,16 @@ def test_ends_asked_in_the_main_phase_are_judged_by_epochs(run_checker):
     h.end_offsets(90, (T, 4, 1, 2), phase=None, pending=True)
     h.named("r4", h.poll, (T, 4, 0, 440, 1), (T, 4, 1, 441, 1))
     h.complete(90)
-    h.named("final", h.poll, *[(T, p, o, 400 + 10 * p + o) for p in range(5)
+    # M5 near-miss, seen on the correct broker: the leader of epoch 9
+    # appended offset 1 and was replaced before committing it; its
+    # successor (epoch 10) committed and served it; the replaced leader,
+    # not yet aware, answered its own high watermark 1, in epoch 9.
+    h.named("s5", h.send, T, 5, 450, 451, offsets=[0, 1])
+    h.named("r5", h.poll, (T, 5, 0, 450, 9), (T, 5, 1, 451, 9))
+    h.named("mid5", h.end_offsets, (T, 5, 1, 9), phase=None)
+    h.named("final", h.poll, *[(T, p, o, 400 + 10 * p + o) for p in range(6)
                                for o in range(5 if p < 2 else 2)], phase="final")
-    h.named("end", h.end_offsets, *[(T, p, 5 if p < 2 else 2) for p in range(5)])
+    h.named("end", h.end_offsets, *[(T, p, 5 if p < 2 else 2) for p in range(6)])
 
     result = run_checker(check, h)
 
