@@ -456,9 +456,39 @@ def answer_a_stale_end(run: Run, draw) -> set | None:
     return {"stale-end"}
 
 
+def answer_an_end_in_a_later_epoch(run: Run, draw) -> set | None:
+    """An end asked during the main phase, after a poll read a record
+    appended in epoch 3, is answered at or below that record's offset by the
+    leader of epoch 4: a new leader's stale high watermark (KAFKA-2334)."""
+    return _end_after_a_read(run, draw, answer_epoch=4)
+
+
+def answer_an_end_from_a_replaced_leader(run: Run, draw) -> set | None:
+    """The near-miss: the same answer in epoch 3, the record's own, as a
+    replaced leader that has not learned it answers; nothing to report."""
+    return _end_after_a_read(run, draw, answer_epoch=3)
+
+
+def _end_after_a_read(run: Run, draw, answer_epoch: int) -> set | None:
+    polls = [i for i, op in enumerate(run.ops) if op.f == "poll" and op.type == "ok"
+             and op.phase == "main" and op.done["reads"]]
+    if not polls:
+        return None
+    at = draw(st.sampled_from(polls))
+    read = draw(st.sampled_from(run.ops[at].done["reads"]))
+    read["epoch"] = 3
+    process = max(o.process for o in run.ops) + 1
+    end = dict(_tp(read["partition"]), offset=draw(st.integers(0, read["offset"])),
+               epoch=answer_epoch)
+    run.ops.insert(at + 1, Op(process, "end-offsets", {"partitions": [_tp(read["partition"])]},
+                              {"offsets": [end]}))
+    return {"stale-end"} if answer_epoch > read["epoch"] else set()
+
+
 MUTATIONS = (
     drop_read_inside_a_poll, reorder_a_producer, duplicate_a_record, regress_a_commit,
     skip_after_reassignment, rewind_after_reassignment, fail_a_send_that_was_read,
     read_garbage, diverge_a_read, reread_across_polls, reread_inside_a_poll,
     skip_across_polls, lose_an_acknowledged_tail, answer_a_stale_end,
+    answer_an_end_in_a_later_epoch, answer_an_end_from_a_replaced_leader,
 )
