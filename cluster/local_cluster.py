@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-
 from cluster.broker_process import BrokerProcess
 from cluster.readiness import admin_client, metadata_problem
 
