@@ -7,7 +7,7 @@
 #   make validate the validation matrix: every bug switch found, no false alarm,
 #                 and a 10-minute soak of every fault on the correct broker
 #   make validate-generic the generic nemesis's detection power per switch,
-#                 with Kafka's timings and with the stress profile (hours each;
+#                 with Kafka's timings and with the stress profiles (hours each;
 #                 resumable: rerun it to go on where it stopped)
 #   make docker-deps Docker for the docker backend (root): engine, dockerd, offline base
 
@@ -38,6 +38,7 @@ validate: $(STAMP)
 validate-generic: $(STAMP)
 	$(BIN)/kchaos validate --generic --write-docs --table-out store/validation-generic.md $(VALIDATE_ARGS)
 	$(BIN)/kchaos validate --generic --profile stress --write-docs --table-out store/validation-generic-stress.md $(VALIDATE_ARGS)
+	$(BIN)/kchaos validate --generic --profile stress-failover --write-docs --table-out store/validation-generic-stress-failover.md $(VALIDATE_ARGS)
 
 example: $(STAMP)
 	$(BIN)/kchaos validate-history examples/queue-sample

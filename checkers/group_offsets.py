@@ -73,7 +73,7 @@ from checkers.grouping import (
     NONE, following, joint_keys, latest, lists, min_by_key, order, reduce, starts, take,
 )
 from checkers.partition import (
-    ASSIGNED, FAIL, INFO, LOST, OK, READS, REVOKED, SUBSCRIBE, Columns, Partition,
+    ASSIGNED, FAIL, INFO, LOST, OK, READS, RESET, REVOKED, SUBSCRIBE, Columns, Partition,
 )
 
 FAMILY = "group-offsets"
@@ -276,7 +276,8 @@ def _resumes(part: Partition, out: Findings, commits: Columns, settled: np.ndarr
     first = starts(r.process[by], r.op[by])
     fr_process, fr_op, fr_offset = r.process[by][first], r.op[by][first], r.offset[by][first]
 
-    a = part.assignments
+    # A client's own reset moves no group assignment.
+    a = part.assignments.where(part.assignments.kind != RESET)
     rank = np.where(np.isin(a.kind, (REVOKED, LOST)), 0, 1)
     process, op, kind, group, invoke = a.process, a.op, a.kind, a.group, a.invoke
     subscribed = [s for s in part.context.subscriptions if s[0] == part.topic

@@ -25,8 +25,8 @@ from checkers.grouping import NONE, lookup, order, reduce, starts
 
 OK, INFO, FAIL = 0, 1, 2
 TYPES = ("ok", "info", "fail")
-KINDS = ("assign", "subscribe", "assigned", "revoked", "lost")
-ASSIGN, SUBSCRIBE, ASSIGNED, REVOKED, LOST = range(len(KINDS))
+KINDS = ("assign", "subscribe", "assigned", "revoked", "lost", "reset")
+ASSIGN, SUBSCRIBE, ASSIGNED, REVOKED, LOST, RESET = range(len(KINDS))
 
 # Which table a co-located row came from.
 SENDS, READS, COMMITS, COMMITTED, END_OFFSETS, ASSIGNMENTS = range(6)

@@ -12,7 +12,8 @@ and the first of the next poll that read the partition are the others.
 
 Resets: an assignment event of the same process with op_index in (earlier
 poll, later poll] that concerns the partition (its own row, or a subscribe
-of its topic, which names no partition). The interval includes the later
+of its topic, which names no partition), or a `reset` the client reported:
+a position it restarted by itself (workloads/clients/confluent.py). The interval includes the later
 poll itself: rebalance callbacks a poll reports fire before it returns
 records. A reset breaks the chain; no check across it.
 

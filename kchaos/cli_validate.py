@@ -35,7 +35,8 @@ from kchaos.generic import DEFAULT_PROFILE, PROFILES
               help="--generic: seconds of each run's main phase.  [default: 90]")
 @click.option("--profile", type=click.Choice(list(PROFILES)), default=None,
               help="--generic: Kafka's timings and sizes, or timeouts and buffers a 90-s "
-              "run's faults cross, with slow consumers and ends asked under faults "
+              "run's faults cross, with slow consumers and ends asked under faults; "
+              "stress-failover adds the failover fault to stress's mix "
               f"(docs/validation.md); a table each.  [default: {DEFAULT_PROFILE}]")
 @click.option("--recheck", is_flag=True,
               help="--generic: run no new cell; judge the profile's finished cells again "

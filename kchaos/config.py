@@ -21,6 +21,7 @@ from cluster.ssh_options import DEFAULT_ROOT as SSH_ROOT
 from cluster.ssh_options import SshOptions
 from kchaos.settings import setting
 from nemesis.core import TARGETS
+from nemesis.schedule import DEFAULT_MIX
 from workloads.queue_config import QueueConfig
 
 DBS = ("reference", "command", "external")
@@ -109,9 +110,9 @@ class TestConfig:
     # -- faults (nemesis/): kinds on a seeded schedule, or a named script ----
     nemesis: list[str] = setting(
         default_factory=list, comma=True, metavar="FAULT[,FAULT...]",
-        help="Faults on a seeded schedule: partition, pause, kill, restart-all, disk, "
-             "packet-loss; power-loss (opt-in: unsynced writes lost on a majority or on "
-             "every node at once).", default_text="none")
+        help=f"Faults on a seeded schedule: {', '.join(DEFAULT_MIX)}; power-loss (opt-in: "
+             "unsynced writes lost on a majority or on every node at once).",
+        default_text="none")
     nemesis_interval: float = setting(10.0, "Mean seconds between fault starts (and a fault's "
                                       "mean duration).", metavar="S")
     fault_targets: list[str] = setting(

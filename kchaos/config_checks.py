@@ -10,7 +10,7 @@ from kchaos.config import BACKENDS, DBS, TestConfig
 from nemesis.schedule import DISK_KINDS
 
 NETWORK_FAULTS = frozenset({"partition", "packet-loss"})
-PROCESS_FAULTS = frozenset({"pause", "kill", "restart-all"})
+PROCESS_FAULTS = frozenset({"pause", "kill", "restart-all", "failover"})
 
 
 def problems(config: TestConfig) -> list[tuple[str, str]]:

@@ -155,12 +155,14 @@ def _run(recipe: Recipe, on: bool, seed: int, store: Path, spark,
                          allowed=recipe.allowed, progress=progress or Progress.quiet())
 
 
-def every_fault_config(broker_config: list[str] = (), **settings) -> TestConfig:
-    """Every default fault kind together, acks=all with two in-sync
-    replicas required (as Jepsen's Kafka tests run it), clients crashing
-    now and then: the soak's and --generic's run (settings add the rest,
-    broker_config to min.insync.replicas=2)."""
-    return TestConfig.build(nemesis=list(SOAK_NEMESES), nemesis_interval=10,
+def every_fault_config(broker_config: list[str] = (), nemesis: list[str] = SOAK_NEMESES,
+                       **settings) -> TestConfig:
+    """Every default fault kind together (or the kinds a --generic profile
+    was measured with), acks=all with two in-sync replicas required (as
+    Jepsen's Kafka tests run it), clients crashing now and then: the soak's
+    and --generic's run (settings add the rest, broker_config to
+    min.insync.replicas=2)."""
+    return TestConfig.build(nemesis=list(nemesis), nemesis_interval=10,
                             broker_config=["min.insync.replicas=2", *broker_config],
                             crash_clients_every=30, **settings)
 

@@ -22,6 +22,11 @@ records on a correct Kafka too, which acknowledges before fsync, unless
 the topic syncs each write (`flush.messages=1`); a run that includes it
 tests that setting, not the broker's replication.
 
+`failover` (nemesis/failover.py) pauses a leader's or coordinator's
+followers and kills it while they lag. It pauses and kills, so it never
+overlaps a pause, kill or restart-all fault: one fault's resume or restart
+would end another's early.
+
 The mix varies with time, as Bufstream's Jepsen suite runs it: the run is
 cut into periods of PERIOD intervals, each with its own random subset of
 the kinds asked for, and about a quarter of the periods (never the first)
@@ -33,10 +38,12 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import asdict, dataclass
+from typing import Protocol
 
 from nemesis.core import TARGETS, Fault
 
-NEMESES = ("partition", "pause", "kill", "restart-all", "disk", "packet-loss", "power-loss")
+NEMESES = ("partition", "pause", "kill", "restart-all", "disk", "packet-loss", "failover",
+           "power-loss")
 OPT_IN = frozenset({"power-loss"})                  # never in a default mix
 DEFAULT_MIX = tuple(n for n in NEMESES if n not in OPT_IN)   # the soak's, --generic's
 DISK_KINDS = frozenset({"disk", "power-loss"})     # their brokers' data on disk gates
@@ -46,6 +53,13 @@ PARTITION_KINDS = ("halves", "random-halves", "isolate-one", "isolate-leader",
                    "majorities-ring", "bridge", "one-way")
 DISK_MODES = ("stall", "errors", "lose-unsynced")
 LOSS_PROBABILITIES = (0.1, 0.2, 0.3, 0.5)
+HOLDS = (1.0, 2.5)      # a failover's pause, s: below Kafka's and the stress profile's lag limit
+# Kinds that never overlap, because they act on the same processes.
+CONFLICTS = {"failover": frozenset({"pause", "kill", "restart-all"})}
+
+
+def _conflicts(name: str) -> set[str]:
+    return {name, *CONFLICTS.get(name, ()), *(k for k, v in CONFLICTS.items() if name in v)}
 
 
 @dataclass(frozen=True)
@@ -72,7 +86,7 @@ def plan(nemeses: list[str], *, interval: float, duration: float, seed: int,
     t, quiet_from = interval, 0.0
     while t < duration:
         mix = mixes[int(t // (PERIOD * interval))]
-        free = [n for n in mix if busy_until.get(n, 0.0) <= t]
+        free = [n for n in mix if all(busy_until.get(k, 0.0) <= t for k in _conflicts(n))]
         if free:
             name = rng.choice(free)
             fault = describe(name, rng, targets)
@@ -132,6 +146,10 @@ def describe(name: str, rng: random.Random, targets: list[str]) -> dict:
     if name == "packet-loss":
         return {"fault": "packet-loss", "targets": rng.choice(targets),
                 "probability": rng.choice(LOSS_PROBABILITIES)}
+    if name == "failover":
+        from nemesis.failover import ROLES
+        return {"fault": "failover", "role": rng.choice(ROLES),
+                "hold": round(rng.uniform(*HOLDS), 1)}
     return {"fault": name, "targets": rng.choice(targets)}
 
 
@@ -156,6 +174,40 @@ def make_fault(description: dict) -> Fault:
     raise ValueError(f"fault={name!r}: choose one of partition, packet-loss, disk, pause, kill")
 
 
+class Move(Protocol):
+    """What a scheduled fault is to the script that runs it: begun at its
+    start step, ended at its stop step, through the nemesis (which records
+    each fault it applies)."""
+    verbs: frozenset[str]       # the start verbs its history shows
+
+    def begin(self, nemesis) -> None: ...
+
+    def end(self, nemesis) -> None: ...
+
+
+class Single:
+    """One Fault as a move."""
+
+    def __init__(self, fault: Fault):
+        self.fault = fault
+        self.verbs = frozenset({fault.start_f})
+
+    def begin(self, nemesis) -> None:
+        nemesis.start(self.fault)
+
+    def end(self, nemesis) -> None:
+        if self.fault in nemesis.active:
+            nemesis.stop(self.fault)
+
+
+def make_move(description: dict) -> Move:
+    """The move a plan's description stands for."""
+    if description.get("fault") == "failover":
+        from nemesis.failover import Failover
+        return Failover(**{k: v for k, v in description.items() if k != "fault"})
+    return Single(make_fault(description))
+
+
 def check(nemeses: list[str], targets: list[str], interval: float) -> None:
     unknown = [n for n in nemeses if n not in NEMESES]
     if unknown:
@@ -173,13 +225,13 @@ def scheduled(steps: list[Step]):
     """A nemesis script (nemesis/runner.py) that runs the steps on time."""
     def script(nemesis) -> None:
         started = time.monotonic()
-        faults: dict[int, Fault] = {}
+        moves: dict[int, Move] = {}
         for step in steps:
             if not nemesis.sleep(step.at - (time.monotonic() - started)):
                 return
             if step.action == "start":
-                faults[step.id] = make_fault(step.fault)
-                nemesis.start(faults[step.id])
-            elif step.id in faults and faults[step.id] in nemesis.active:
-                nemesis.stop(faults.pop(step.id))
+                moves[step.id] = make_move(step.fault)
+                moves[step.id].begin(nemesis)
+            elif step.id in moves:
+                moves.pop(step.id).end(nemesis)
     return script

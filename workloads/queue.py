@@ -252,7 +252,7 @@ class ConsumerWorker(Worker):
             partitions = {(p["topic"], p["partition"]) for p in change["partitions"]}
             if change["kind"] == "assigned":
                 self.owned |= partitions
-            else:
+            elif change["kind"] in ("revoked", "lost"):     # a client's reset keeps them
                 self.owned -= partitions
                 for tp in partitions:
                     self.positions.pop(tp, None)

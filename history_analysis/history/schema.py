@@ -38,7 +38,9 @@ NEMESIS_PROCESS = -1
 
 EVENT_TYPES = ("invoke", "ok", "fail", "info")
 PHASES = ("main", "final")
-REBALANCE_KINDS = ("assigned", "revoked", "lost")
+# assigned, revoked, lost: the group's callbacks; reset: the client restarted
+# a partition's position by itself (workloads/clients/confluent.py).
+REBALANCE_KINDS = ("assigned", "revoked", "lost", "reset")
 NEMESIS_FS = (
     "start-partition", "stop-partition", "pause", "resume", "kill", "restart",
     "stall-disk", "unstall-disk", "disk-errors", "stop-disk-errors",
@@ -75,7 +77,19 @@ SEND_DONE = Shape({**TOPIC_PARTITION.fields, "value": INT64, "offset": Nullable(
 READ = Shape({**TOPIC_PARTITION.fields, "offset": OFFSET, "value": Nullable(INT64),
               "raw": Nullable(Base64Text()), "epoch": Nullable(EPOCH)},
              rule=RAW_ONLY_UNDECODABLE)
-REBALANCE = Shape({"kind": Text(REBALANCE_KINDS), "group": TEXT, "partitions": PARTITIONS})
+
+
+def _group_unless_reset(rebalance: dict) -> None:
+    # An assign-mode consumer has no group; only its own resets can lack one.
+    if rebalance.get("group") is None and rebalance.get("kind") != "reset":
+        raise Violation("group", "a string unless the kind is reset", None)
+
+
+GROUP_UNLESS_RESET = Rule(_group_unless_reset, lambda a: pc.and_(
+    pc.is_null(pc.struct_field(a, "group")),
+    pc.not_equal(pc.struct_field(a, "kind"), "reset")))
+REBALANCE = Shape({"kind": Text(REBALANCE_KINDS), "group": Nullable(TEXT),
+                   "partitions": PARTITIONS}, rule=GROUP_UNLESS_RESET)
 OFFSET_AT = Shape({**TOPIC_PARTITION.fields, "offset": OFFSET})
 OFFSET_FOUND = Shape({**TOPIC_PARTITION.fields, "offset": Nullable(OFFSET)})
 END_AT = Shape({**OFFSET_AT.fields, "epoch": Nullable(EPOCH)})

@@ -57,7 +57,7 @@ def holdings(assignments: pa.Table) -> list[tuple[int, str, int, int, int]]:
             key = (r["topic"], r["partition"])
             if r["kind"] in ("assign", "assigned"):
                 held[process].setdefault(key, op_index)
-            else:                                          # revoked, lost
+            elif r["kind"] in ("revoked", "lost"):         # a client's reset keeps it
                 release(process, key, op_index)
     for process, keys in held.items():
         for key, start in keys.items():

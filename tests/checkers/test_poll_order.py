@@ -104,3 +104,33 @@ def test_poll_order_near_misses(run_checker):
 
     assert result.counts == {}
     assert result.anomalies == {}
+
+
+def test_a_clients_own_reset_breaks_the_chain_and_only_its_own(run_checker):
+    """A `reset` (librdkafka restarted the partition's position by itself,
+    workloads/clients/librdkafka_log.py) is no broker's doing: a re-read
+    after it is not compared with the reads before. One of another
+    partition, or of another consumer, explains nothing."""
+    ops = Ops()
+    reset = {"kind": "reset", "group": "g", "partitions": [{"topic": "t", "partition": 0}]}
+    ops.subscribe(0, "g", "t")
+    ops.poll(0, ("t", 0, 0, 1), ("t", 0, 1, 2), ("t", 1, 0, 11), ("t", 1, 1, 12))
+    a = ops.last
+    ops.poll(0, ("t", 0, 0, 1), ("t", 0, 1, 2), rebalances=[reset])
+    ops.poll(0, ("t", 1, 0, 11))
+    c = ops.last
+    # An assign-mode consumer's reset has no group.
+    ops.assign(1, ("t", 2))
+    ops.poll(1, ("t", 2, 0, 21), ("t", 2, 1, 22))
+    ops.poll(1, ("t", 2, 0, 21), rebalances=[{**reset, "group": None, "partitions": [
+        {"topic": "t", "partition": 2}]}])
+    ops.poll(2, ("t", 2, 0, 21), ("t", 2, 1, 22))
+    d = ops.last
+    ops.poll(2, ("t", 2, 1, 22))
+    e = ops.last
+
+    result = run_checker(poll_order.check, ops)
+
+    assert result.counts == {"nonmonotonic-poll": 2}
+    assert _cases(result, "nonmonotonic-poll") == [(1, 0, (1, 0), (12, 11), (a, c), "t"),
+                                                   (2, 2, (1, 1), (22, 22), (d, e), "t")]

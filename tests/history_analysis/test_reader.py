@@ -246,8 +246,13 @@ COMMIT_VALUE = {"group": "g0", "offsets": [{**tp(0), "offset": 3}]}
                  id="read-raw-with-int-value"),
     pytest.param(op("poll", {}, {"reads": [], "rebalances": [
         {"kind": "gained", "group": "g0", "partitions": [tp(0)]}]}), 2,
-                 "value.rebalances[0].kind", "one of assigned, revoked, lost, got 'gained'",
+                 "value.rebalances[0].kind",
+                 "one of assigned, revoked, lost, reset, got 'gained'",
                  id="rebalance-kind-unknown"),
+    pytest.param(op("poll", {}, {"reads": [], "rebalances": [
+        {"kind": "assigned", "group": None, "partitions": [tp(0)]}]}), 2,
+                 "value.rebalances[0].group", "a string unless the kind is reset",
+                 id="rebalance-without-group"),
     # assign, subscribe
     pytest.param(op("assign", {"partitions": [tp(0)]}), 1, "value.seek_to_beginning",
                  "to be present", id="assign-without-seek"),

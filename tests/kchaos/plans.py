@@ -10,7 +10,7 @@ from pathlib import Path
 from checkers.group_offsets import STALE
 from kchaos.config import TestConfig
 from kchaos.run import nemesis_plan
-from nemesis.schedule import DEFAULT_MIX, make_fault
+from nemesis.schedule import DEFAULT_MIX, Single, make_move
 
 
 # A test that checks every planned start was applied checks only the starts
@@ -47,7 +47,17 @@ def every_default_kind(faults) -> bool:
 
 def verbs(faults) -> set[str]:
     """The start verbs of fault descriptions (start-partition, stall-disk, ...)."""
-    return {make_fault(f).start_f for f in faults}
+    return {verb for f in faults for verb in make_move(f).verbs}
+
+
+def invocations(step) -> list[str]:
+    """The nemesis's invocations for one plan step, in order: a failover's
+    start is a pause, a kill and a resume, its stop a restart
+    (nemesis/failover.py)."""
+    move = make_move(step.fault)
+    if isinstance(move, Single):
+        return [move.fault.start_f if step.action == "start" else move.fault.stop_f]
+    return ["pause", "kill", "resume"] if step.action == "start" else ["restart"]
 
 
 def applied(run_dir: Path) -> set[str]:

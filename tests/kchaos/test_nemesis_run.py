@@ -15,8 +15,8 @@ from kchaos.config import TestConfig
 from kchaos.progress import Progress
 from kchaos.recipes import FAST_BROKERS
 from kchaos.run import nemesis_plan, run_and_check
-from nemesis.schedule import DEFAULT_MIX, make_fault
-from tests.kchaos.plans import first_seed, no_false_alarm
+from nemesis.schedule import DEFAULT_MIX
+from tests.kchaos.plans import first_seed, invocations, no_false_alarm
 
 pytestmark = [pytest.mark.root, pytest.mark.spark,
               pytest.mark.skipif(os.geteuid() != 0, reason="faults need root")]
@@ -30,7 +30,7 @@ EVERY_KIND = list(DEFAULT_MIX)
 @pytest.mark.slow
 def test_every_fault_on_a_schedule_is_applied_healed_and_valid(tmp_path, spark):
     settings = dict(time_limit=45, nemesis=EVERY_KIND, nemesis_interval=4)
-    seed = first_seed(lambda faults: {"partition", "pause", "kill", "packet-loss"}
+    seed = first_seed(lambda faults: {"partition", "pause", "kill", "packet-loss", "failover"}
                       <= {f["fault"] for f in faults}
                       and {"all"} <= {f.get("targets") for f in faults if f["fault"] == "kill"}
                       and any(f["fault"] == "disk" and f["mode"] != "lose-unsynced"
@@ -47,8 +47,7 @@ def test_every_fault_on_a_schedule_is_applied_healed_and_valid(tmp_path, spark):
     nemesis = [e for e in events if e["process"] == -1]
     invoked = [e for e in nemesis if e["type"] == "invoke" and e["f"] != "heal"]
     # The plan's starts and stops, in order, were the nemesis's invocations.
-    planned = [make_fault(s.fault).start_f if s.action == "start" else
-               make_fault(s.fault).stop_f for s in steps]
+    planned = [verb for s in steps for verb in invocations(s)]
     assert [e["f"] for e in invoked][:len(planned)] == planned
     applied = {e["f"] for e in nemesis if e["type"] == "info"}
     wanted = {"start-partition", "stop-partition", "pause", "resume", "kill", "restart",

@@ -235,6 +235,20 @@ def test_the_stress_profile_adds_its_settings_to_the_same_run(tmp_path):
         assert getattr(plain, name) == getattr(stress, name), name
 
 
+def test_stress_failover_is_the_stress_run_with_every_kind_and_the_first_tables_keep_theirs(
+        tmp_path):
+    stress = generic_config("none", seed=3, time_limit=90, store=tmp_path, profile="stress")
+    more = generic_config("none", seed=3, time_limit=90, store=tmp_path,
+                          profile="stress-failover")
+    assert more.nemesis == NEMESES and "failover" in NEMESES
+    # The first two tables were measured without failover; their runs keep that mix.
+    assert stress.nemesis == [n for n in NEMESES if n != "failover"]
+    assert generic_config("none", seed=3, time_limit=90, store=tmp_path).nemesis == \
+        stress.nemesis
+    for name in ("nemesis_interval", "broker_config", "workload", "seed", "bugs"):
+        assert getattr(stress, name) == getattr(more, name), name
+
+
 def test_the_stress_command_in_the_docs_is_the_stress_profiles_run(tmp_path):
     from click.core import ParameterSource
 
@@ -262,7 +276,8 @@ def test_the_stress_command_in_the_docs_is_the_stress_profiles_run(tmp_path):
 @pytest.mark.spark
 @pytest.mark.root
 def test_a_generic_cell_runs_every_fault_kind_and_is_kept(spark, tmp_path):
-    cells = fill(["none"], spark, tmp_path, clean_seeds=1, time_limit=20, subnet=SUBNET)
+    cells = fill(["none"], spark, tmp_path, clean_seeds=1, time_limit=20, subnet=SUBNET,
+                 profile="stress-failover")
     [cell] = cells
     assert cell.switch == "none" and cell.seed == 1 and cell.valid is True, cell
     test = json.loads((Path(cell.run_dir) / "test.json").read_text())

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nemesis.schedule import NEMESES, PERIOD, make_fault, plan
+from nemesis.failover import ROLES, Failover
+from nemesis.schedule import HOLDS, NEMESES, PERIOD, Single, make_move, plan
 
 ALL = list(NEMESES)
 
@@ -36,7 +37,7 @@ def test_the_same_seed_gives_the_same_schedule():
 def test_every_kind_is_scheduled_and_every_stop_follows_its_start():
     steps = plan(ALL, interval=5, duration=600, seed=1)
     kinds = {s.fault["fault"] for s in starts(steps)}
-    assert kinds == {"partition", "pause", "kill", "disk", "packet-loss"}
+    assert kinds == {"partition", "pause", "kill", "disk", "packet-loss", "failover"}
     kill_targets = {s.fault.get("targets") for s in starts(steps) if s.fault["fault"] == "kill"}
     assert "all" in kill_targets and len(kill_targets) >= 3, kill_targets
     started = {}
@@ -86,11 +87,31 @@ def test_targets_come_from_the_allowed_ones():
     assert used == {"minority", "leader"}
 
 
-def test_every_description_builds_its_fault():
+def test_every_description_builds_its_move():
+    built = set()
     for step in starts(plan(ALL, interval=2, duration=400, seed=4)):
-        fault = make_fault(step.fault)
-        assert fault.start_f and fault.stop_f
-        assert fault.asked()
+        move = make_move(step.fault)
+        built.add(type(move))
+        assert move.verbs
+        if isinstance(move, Single):
+            assert move.fault.start_f and move.fault.stop_f and move.fault.asked()
+        else:
+            assert move.verbs == {"pause", "kill"} and move.role in ROLES
+    assert built == {Single, Failover}
+
+
+def test_a_failover_never_overlaps_a_pause_kill_or_restart_and_holds_below_the_lag_limit():
+    steps = plan(["failover", "pause", "kill", "restart-all", "partition"], interval=3,
+                 duration=3000, seed=8)
+    failovers = [s for s in starts(steps) if s.fault["fault"] == "failover"]
+    assert {s.fault["role"] for s in failovers} == set(ROLES)
+    assert all(HOLDS[0] <= s.fault["hold"] <= HOLDS[1] for s in failovers)
+    process = {s.id for s in starts(steps) if s.fault["fault"] in ("pause", "kill")}
+    for step in steps:
+        active = active_at(steps, step.at)
+        if active & {s.id for s in failovers}:
+            assert not active & process, step
+    assert any(len(active_at(steps, s.at)) > 1 for s in failovers), "overlaps other kinds"
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -180,7 +180,7 @@ def partitions_value(partitions) -> list[dict]:
     return [h.TOPIC_PARTITION(topic=t, partition=p) for t, p in partitions]
 
 
-def rebalance(kind: str, group: str, partitions) -> dict:
+def rebalance(kind: str, group: str | None, partitions) -> dict:
     return h.REBALANCE(kind=kind, group=group, partitions=partitions_value(partitions))
 
 

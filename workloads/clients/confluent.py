@@ -22,9 +22,10 @@ from workloads.clients.base import (FAIL, FAIL_UNLESS_RETRIED, INFO, OK, ClientS
                                     Outcome, check_group, encode_value, offsets_value,
                                     partitions_value, read, rebalance, resolve, sends_outcome,
                                     verdict)
+from workloads.clients.librdkafka_log import (CONSUMER_DEBUG, LIBRDKAFKA_LOG, PositionResets,
+                                              Rewinds, consumer_log)
 
 log = logging.getLogger("workloads.clients")
-LIBRDKAFKA_LOG = logging.getLogger("workloads.clients.librdkafka")
 
 POLL_SLICE = 0.1  # s
 LEAVE_WAIT = 3.0  # s a closing group member polls for its revocation (ConfluentConsumer.close)
@@ -191,8 +192,12 @@ class ConfluentConsumer:
         self._subscribed = False
         self._commit_timeout = settings.default_api_timeout_ms / 1000
         self._epochs = ConsumedEpochs()
+        resets = PositionResets()
+        self._rewinds, self._held = Rewinds(resets), []
         self._consumer = Consumer({
             **_common(bootstrap, settings, client_id),
+            # The positions librdkafka restarts by itself (librdkafka_log.py).
+            "debug": CONSUMER_DEBUG, "logger": consumer_log(resets),
             # librdkafka insists on a group.id; an assign-only consumer gets
             # one of its own, never committed to (commit/committed refuse).
             "group.id": group if group is not None else f"{client_id}-assign-only",
@@ -250,7 +255,7 @@ class ConfluentConsumer:
 
     def poll(self, timeout: float, max_records: int = 500) -> Outcome:
         self._check_usable()
-        reads: list[dict] = []
+        reads, self._held = self._held, []       # cut from the last poll at a client's reset
         fatal: str | None = None
         deadline = time.monotonic() + timeout
         # consume() returns only when it has num_messages or its timeout has
@@ -280,6 +285,9 @@ class ConfluentConsumer:
                 break
         with self._lock:
             rebalances, self._rebalances = self._rebalances, []
+        moved = {(p["topic"], p["partition"]) for r in rebalances for p in r["partitions"]}
+        reads, restarted, self._held = self._rewinds.place(reads, moved)
+        rebalances += [rebalance("reset", self._group, [tp]) for tp in restarted]
         value = h.completion("poll", reads=reads, rebalances=rebalances)
         return Outcome(INFO, value, fatal) if fatal else Outcome(OK, value)
 
