@@ -33,7 +33,7 @@ class Failover:
     ISR and one of them is elected. `end` restarts the killed node."""
     verbs = frozenset({PauseFault.start_f, KillFault.start_f})     # what its history shows
 
-    def __init__(self, role: str = "leader", hold: float = 2.0):
+    def __init__(self, role: str, hold: float):     # the schedule draws both (HOLDS)
         if role not in ROLES:
             raise ValueError(f"role={role!r}: choose one of {', '.join(ROLES)}")
         self.role, self.hold = role, hold
