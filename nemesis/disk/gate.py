@@ -3,7 +3,9 @@ backing directory, with three switches a nemesis throws at run time.
 
 - stall: every operation (data, metadata, open, close) waits at the gate
   until unstalled; operations already past it finish. The control socket
-  is not a filesystem operation and keeps answering.
+  is not a filesystem operation and keeps answering. A process that is
+  SIGKILLed meanwhile is let go (its waiting operations fail with EINTR),
+  so a kill during a stall is a crash, not a hang.
 - errors: operations that touch the disk fail with EIO — open, create,
   read, write, fsync, fsyncdir, truncate, and every change of a name or an
   attribute (mkdir, mknod, unlink, rmdir, rename, link, symlink, chmod,
@@ -31,8 +33,10 @@ import functools
 import itertools
 import logging
 import os
+import signal
 import threading
 import time
+from pathlib import Path
 
 import mfusepy
 
@@ -49,10 +53,31 @@ QUIESCE_SECONDS = 10.0
 # fuse_common.h capability bits
 FUSE_CAP_AUTO_INVAL_DATA = 1 << 12
 FUSE_CAP_WRITEBACK_CACHE = 1 << 16
+# How often an operation waiting at a stalled gate looks whether its
+# process is being killed.
+DYING_POLL_SECONDS = 0.05
+SIGKILL_BIT = 1 << (signal.SIGKILL - 1)     # in /proc/PID/status's signal masks
 # libfuse's worker threads are not Python's: each ctypes callback would
 # create and destroy a Python thread state. One extra PyGILState_Ensure per
 # worker keeps its state for good — a write costs about half as much CPU.
 _worker = threading.local()
+
+
+def _dying() -> bool:
+    """Whether the thread that made the current request has a SIGKILL
+    pending (or is gone). The kernel keeps a request it has sent to the
+    gate, and so even a SIGKILLed process, until the gate answers
+    (fs/fuse/dev.c, request_wait_answer), and a dying process closes its
+    files through the gate too: a stall would make a kill hang where a
+    crash must not. Any other signal (a pause's SIGSTOP) keeps the
+    operation waiting, as a process on a hung disk does."""
+    pid = mfusepy.fuse_get_context()[2]
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return any(int(line.split()[1], 16) & SIGKILL_BIT for line in status.splitlines()
+               if line.startswith(("SigPnd:", "ShdPnd:")))
 
 
 def _gated(*, fails: bool):
@@ -96,9 +121,11 @@ class DiskGate(mfusepy.Operations):
             _worker.pinned = True
         with self._cond:
             while self.stalled or self._draining:
+                if _dying():
+                    raise mfusepy.FuseOSError(errno.EINTR)
                 self._waiting += 1
                 try:
-                    self._cond.wait()
+                    self._cond.wait(DYING_POLL_SECONDS)
                 finally:
                     self._waiting -= 1
             if fails and self.failing:

@@ -60,10 +60,21 @@ def invocations(step) -> list[str]:
     return ["pause", "kill", "resume"] if step.action == "start" else ["restart"]
 
 
+def nemesis_completions(run_dir: Path) -> list[dict]:
+    """The nemesis's completions (info or fail) in the run's history."""
+    events = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+    return [e for e in events if e["process"] == -1 and e["type"] in ("info", "fail")]
+
+
 def applied(run_dir: Path) -> set[str]:
     """The fault verbs whose start the nemesis completed (info, not fail)."""
-    events = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
-    return {e["f"] for e in events if e["process"] == -1 and e["type"] == "info"}
+    return {e["f"] for e in nemesis_completions(run_dir) if e["type"] == "info"}
+
+
+def failed(run_dir: Path) -> list[str]:
+    """Each nemesis op that failed, with its error."""
+    return [f"{e['f']}: {e.get('error')}" for e in nemesis_completions(run_dir)
+            if e["type"] == "fail"]
 
 
 def no_false_alarm(result) -> None:

@@ -177,6 +177,32 @@ def test_stall_blocks_writes_until_unstalled_and_status_answers(gated):
     assert (mnt / "stalled.txt").read_bytes() == b"late"
 
 
+def test_a_process_blocked_by_a_stall_dies_of_sigkill_and_waits_out_a_pause(gated):
+    """A kill is a crash even while the disk hangs: the operation a
+    SIGKILLed process waits in is answered (EINTR), rather than keeping it
+    alive until the unstall. A pause (SIGSTOP, SIGCONT) is not a crash:
+    the operation goes on waiting."""
+    import subprocess
+    import sys
+    node, mnt, _ = gated()
+    command(node, "stall")
+    writer = subprocess.Popen([sys.executable, "-c",
+                               f"open({str(mnt / 'stalled.txt')!r}, 'wb').write(b'x')"])
+    try:
+        wait_until(lambda: command(node, "status")["blocked_ops"] >= 1, "the write waits",
+                   timeout=5)
+        writer.send_signal(signal.SIGSTOP)
+        writer.send_signal(signal.SIGCONT)
+        time.sleep(0.5)
+        assert writer.poll() is None and command(node, "status")["blocked_ops"] >= 1
+        writer.kill()
+        assert writer.wait(timeout=5) == -signal.SIGKILL
+        assert command(node, "status")["stalled"] is True    # the others still wait
+    finally:
+        writer.kill()
+        command(node, "unstall")
+
+
 def test_errors_fail_io_with_eio_until_stopped(gated):
     node, mnt, _ = gated()
     (mnt / "f").write_bytes(b"before")
