@@ -37,12 +37,12 @@ def first_seed(wanted, *, within: float | None = None, **settings) -> int:
     raise AssertionError(f"no seed below 500 plans what is wanted with {settings}")
 
 
-def every_default_kind(faults, mix=DEFAULT_MIX) -> bool:
-    """Every kind of `mix` (the default mix, nemesis.schedule.DEFAULT_MIX)
-    starts: restart-all is planned as a kill whose targets are all nodes."""
+def every_default_kind(faults) -> bool:
+    """Every kind of the default mix (nemesis.schedule.DEFAULT_MIX) starts:
+    restart-all is planned as a kill whose targets are all nodes."""
     kinds = {f["fault"] for f in faults}
     restart_all = "all" in {f.get("targets") for f in faults if f["fault"] == "kill"}
-    return set(mix) - {"restart-all"} <= kinds and restart_all
+    return set(DEFAULT_MIX) - {"restart-all"} <= kinds and restart_all
 
 
 def verbs(faults) -> set[str]:

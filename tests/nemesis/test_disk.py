@@ -10,6 +10,8 @@ import errno
 import os
 import random
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -182,8 +184,6 @@ def test_a_process_blocked_by_a_stall_dies_of_sigkill_and_waits_out_a_pause(gate
     SIGKILLed process waits in is answered (EINTR), rather than keeping it
     alive until the unstall. A pause (SIGSTOP, SIGCONT) is not a crash:
     the operation goes on waiting."""
-    import subprocess
-    import sys
     node, mnt, _ = gated()
     command(node, "stall")
     writer = subprocess.Popen([sys.executable, "-c",
