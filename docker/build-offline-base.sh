@@ -1,6 +1,7 @@
 #!/bin/sh
 # The base of the kchaos node image where no image registry is reachable:
-# Debian bookworm from Debian's own package mirror (debootstrap, minbase),
+# Debian bookworm from the mirror this machine's apt already uses (debootstrap,
+# minbase),
 # imported into Docker as IMAGE (default kchaos-offline-base:bookworm, the
 # name cluster/docker_image.py uses). It already holds every package the
 # node Dockerfile wants, so building on it needs no network at all.
@@ -8,11 +9,26 @@
 #   sh docker/build-offline-base.sh [IMAGE]
 #
 # Idempotent: does nothing when IMAGE exists. Needs root, debootstrap and a
-# running Docker daemon. MIRROR overrides the Debian mirror.
+# running Docker daemon. MIRROR overrides the Debian mirror; without it the
+# first Debian archive in /etc/apt (deb822 .sources or one-line .list) is
+# used, so the repository names no mirror of its own.
 set -eu
 
 IMAGE="${1:-kchaos-offline-base:bookworm}"
-MIRROR="${MIRROR:-http://deb.debian.org/debian}"
+apt_mirror() {
+    # deb822: "URIs: <uri>" lines; one-line: "deb [opts] <uri> <suite> ...".
+    # The archive proper, not -security or -updates, whose paths differ.
+    { cat /etc/apt/sources.list.d/*.sources 2>/dev/null \
+        | sed -n 's/^URIs:[[:space:]]*//p' | tr ' ' '\n'
+      cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null \
+        | sed -n 's/^deb[[:space:]]\{1,\}\(\[[^]]*\][[:space:]]\{1,\}\)\{0,1\}\([^[:space:]]*\).*/\2/p'
+    } | grep -E '/debian/?$' | head -1
+}
+MIRROR="${MIRROR:-$(apt_mirror)}"
+if [ -z "$MIRROR" ]; then
+    echo "no Debian archive found in /etc/apt: set MIRROR=<url of a Debian mirror>" >&2
+    exit 1
+fi
 # Python 3.11 with venv for the node's own venv, and the node's tools:
 # iptables (partitions), fuse3 (the disk gate), procps/iproute2 (pgrep, ss),
 # util-linux (setsid, mountpoint), openssh-server (the ssh backend).
