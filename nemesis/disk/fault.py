@@ -11,9 +11,9 @@ and FUSE.
 `DiskFault(mode)`:
 - `stall`: `stall-disk`/`unstall-disk` — every filesystem operation blocks;
 - `errors`: `disk-errors`/`stop-disk-errors` — I/O fails with EIO;
-- `lose-unsynced`: `lose-unsynced`/`restart` — kill the broker, then drop
-  what its files had not made durable (a power cut right after a crash);
-  stop starts the broker again on what is left.
+- `lose-unsynced`: `lose-unsynced`/`restart` — a power cut on every target
+  at one instant: stall their disks, kill their brokers, drop what the
+  files had not made durable; stop starts the brokers again on what is left.
 
 A local node in a network namespace runs each command through `ip netns
 exec`, which gives the command a private mount namespace that nothing
@@ -25,6 +25,7 @@ afterwards through `ip netns exec` starts with a copy that holds the gate.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import re
@@ -36,6 +37,8 @@ from cluster.db import Kill
 from cluster.node import Node
 from nemesis.core import Cluster, FaultError, choose_targets, names
 from nemesis.process import only_broker
+
+log = logging.getLogger("nemesis.disk")
 
 DAEMON = "disk"
 DATA = "data"
@@ -274,21 +277,40 @@ class DiskFault:
         self.nodes = []
         done = {**self.asked(), "nodes": names(targets)}
         if self.mode == "lose-unsynced":
-            dropped = {}
-            for node in targets:
-                cluster.db.kill(node, **only_broker(self.broker_only))
-                self.nodes.append(node)     # restarted by stop even if the drop fails
-                answer = command(node, "drop", python=python)
-                dropped[node.name] = {"files": answer["dropped_files"],
-                                      "bytes": answer["dropped_bytes"]}
-            done["dropped"] = dropped
-            done["dropped_bytes"] = sum(d["bytes"] for d in dropped.values())
-            return done
+            return {**done, **self._power_cut(cluster, targets, python)}
         verb = "stall" if self.mode == "stall" else "errors"
         for node in targets:
             self.nodes.append(node)
             command(node, verb, python=python)
         return done
+
+    def _power_cut(self, cluster: Cluster, targets: list[Node], python: str) -> dict:
+        """Every target loses power at one instant: stall each disk first
+        (nothing more reaches it, nothing is written back), then kill each
+        process, then drop what each disk held unsynced. Killing and
+        dropping node by node instead let the disks still running write
+        back, so a correlated loss lost little or nothing."""
+        stalled = []
+        try:
+            for node in targets:
+                command(node, "stall", python=python)
+                stalled.append(node)
+            for node in targets:
+                cluster.db.kill(node, **only_broker(self.broker_only))
+                self.nodes.append(node)     # restarted by stop even if the drop fails
+            dropped = {}
+            for node in targets:
+                answer = command(node, "drop", python=python)
+                dropped[node.name] = {"files": answer["dropped_files"],
+                                      "bytes": answer["dropped_bytes"]}
+        finally:
+            # Power back on; a node whose kill failed runs on, having lost nothing.
+            for node in stalled:
+                try:
+                    command(node, "unstall", python=python)
+                except FaultError as e:     # heal-all unstalls it later; the others now
+                    log.warning("%s: unstall after the power cut: %s", node.name, e)
+        return {"dropped": dropped, "dropped_bytes": sum(d["bytes"] for d in dropped.values())}
 
     def stop(self, cluster: Cluster) -> dict:
         python = _python(cluster)

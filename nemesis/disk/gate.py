@@ -5,7 +5,8 @@ backing directory, with three switches a nemesis throws at run time.
   until unstalled; operations already past it finish. The control socket
   is not a filesystem operation and keeps answering. A process that is
   SIGKILLed meanwhile is let go (its waiting operations fail with EINTR),
-  so a kill during a stall is a crash, not a hang.
+  so a kill during a stall is a crash, not a hang. Nothing is written back
+  while stalled, so stall, kill, drop is a power cut at the stall's instant.
 - errors: operations that touch the disk fail with EIO — open, create,
   read, write, fsync, fsyncdir, truncate, and every change of a name or an
   attribute (mkdir, mknod, unlink, rmdir, rename, link, symlink, chmod,
@@ -141,6 +142,7 @@ class DiskGate(mfusepy.Operations):
     def set_stalled(self, stalled: bool) -> None:
         with self._cond:
             self.stalled = stalled
+            self.cache.held = stalled
             self._cond.notify_all()
 
     def set_failing(self, failing: bool) -> None:

@@ -178,6 +178,9 @@ class PageCache:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # A stalled device writes nothing back either: while held, dirty
+        # data stays dirty however old, so a drop loses all of it.
+        self.held = False
 
     @property
     def lazy(self) -> bool:
@@ -232,7 +235,9 @@ class PageCache:
     def expire(self, now: float | None = None) -> int:
         """Write back the files whose oldest change is older than the
         writeback delay, and the oldest others while too much is dirty;
-        the bytes written."""
+        the bytes written. Nothing while held."""
+        if self.held:
+            return 0
         now = time.monotonic() if now is None else now
         with self._lock:
             dirty = sorted((c for c in self._files.values() if c.dirty),

@@ -313,6 +313,25 @@ def test_writeback_after_the_delay_survives_a_drop(gated):
     assert (backing / "log").read_bytes() == (mnt / "log").read_bytes() == b"A" * 1000 + b"B" * 500
 
 
+def test_a_stalled_disk_writes_nothing_back_so_a_drop_loses_it_all(gated):
+    """Stall, kill, drop is a power cut at the stall: data that ages past
+    the writeback delay during the stall is still lost."""
+    node, mnt, backing = gated(writeback_delay=0.3)
+    with open(mnt / "log", "ab") as f:
+        f.write(b"A" * 1000)
+    command(node, "stall")
+    time.sleep(1.0)     # three writeback delays
+    assert command(node, "status")["dirty_bytes"] == 1000
+    assert command(node, "drop")["dropped_bytes"] == 1000
+    command(node, "unstall")
+    assert (backing / "log").read_bytes() == b""
+    # Unstalled, the writeback runs again.
+    with open(mnt / "log", "ab") as f:
+        f.write(b"B" * 10)
+    wait_until(lambda: command(node, "status")["dirty_bytes"] == 0, "written back", timeout=5)
+    assert (backing / "log").read_bytes() == b"B" * 10
+
+
 # -- a dead gate ---------------------------------------------------------------
 
 
