@@ -1,7 +1,8 @@
 """Property tests of the whole suite against a model of a correct run.
 
 A correct run must show nothing; the same run with exactly one mutation must
-show exactly the anomaly types that mutation implies (tests/checkers/model.py).
+show exactly the anomaly types that mutation implies (tests/checkers/model.py,
+mutations.py).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from hypothesis import strategies as st
 from checkers.result import CheckOptions
 from checkers.suite import check_history
 from tests.checkers.conftest import history_of
-from tests.checkers.model import MUTATIONS, runs
+from tests.checkers.model import runs
+from tests.checkers.mutations import MUTATIONS
 
 pytestmark = pytest.mark.spark
 
