@@ -27,7 +27,7 @@ run: $(STAMP)
 PARALLEL ?= -n 3 --dist loadgroup
 
 test: $(STAMP) docker-deps
-	$(BIN)/python -m pytest $(PARALLEL) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PARALLEL) --durations=25 $(PYTEST_ARGS)
 
 test-fast: $(STAMP) docker-deps
 	$(BIN)/python -m pytest $(PARALLEL) -m "not slow" $(PYTEST_ARGS)

@@ -1,5 +1,5 @@
 """The validation matrix: every bug switch has a recipe; the fast subset
-(in every `make test`) finds its switch and raises no alarm without it;
+(in every `make test`) finds its switch;
 the whole matrix runs with `--full-matrix` (slow) or `make validate`."""
 
 from __future__ import annotations
@@ -42,12 +42,14 @@ def test_every_bug_switch_has_a_recipe_and_the_fast_subset_is_the_issue_s():
 @pytest.mark.spark
 @pytest.mark.root
 @pytest.mark.parametrize("switch", FAST)
-def test_a_fast_recipe_finds_its_switch_and_only_then(switch, spark, tmp_path):
-    # One clean run each, for the suite's time; make validate's matrix needs three.
-    row = validate_recipe(RECIPES[switch], spark, tmp_path, subnet=SUBNET, clean_runs=1)
+def test_a_fast_recipe_finds_its_switch(switch, spark, tmp_path):
+    # The switch on only, for the suite's time: the clean runs with it off
+    # are make validate's (three each); the correct broker under faults is
+    # the other end-to-end tests' (test_nemesis_run.py and the backends').
+    row = validate_recipe(RECIPES[switch], spark, tmp_path, subnet=SUBNET, clean_runs=0)
     assert row.detected_in is not None, row
-    assert not row.false_alarms and not row.failures, row
-    assert row.clean_runs == 1 and row.ok, row
+    assert not row.failures, row
+    assert row.clean_runs == 0 and row.ok, row
 
 
 @needs_root

@@ -136,7 +136,7 @@ def answered(written: bytes) -> bool:
     return any(struct.unpack_from(">i", r)[0] == FOLLOW_UP_ID for r in responses)
 
 
-FUZZ = settings(max_examples=100, deadline=None,
+FUZZ = settings(max_examples=60, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 CHUNKS = st.sampled_from([None, 1, 3, 17])
 
