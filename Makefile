@@ -16,9 +16,10 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: run test test-fast validate validate-generic example bench system-deps docker-deps clean
+.PHONY: kafka-dist run test test-fast validate validate-generic example bench system-deps docker-deps clean
 
 run: $(STAMP)
+	@$(BIN)/python -m cluster.kafka.dist >/dev/null
 	$(BIN)/kchaos run $(RUN_ARGS)
 
 # Three workers on two cores: the end-to-end runs wait on time limits more
@@ -26,10 +27,10 @@ run: $(STAMP)
 # keeps those that share a subnet, ports or hosts on one worker.
 PARALLEL ?= -n 3 --dist loadgroup
 
-test: $(STAMP) docker-deps
+test: $(STAMP) docker-deps kafka-dist
 	$(BIN)/python -m pytest $(PARALLEL) --durations=25 $(PYTEST_ARGS)
 
-test-fast: $(STAMP) docker-deps
+test-fast: $(STAMP) docker-deps kafka-dist
 	$(BIN)/python -m pytest $(PARALLEL) -m "not slow" $(PYTEST_ARGS)
 
 validate: $(STAMP)
@@ -51,11 +52,21 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/checker_scale.py --events 1000000 --anomalies 3 --seed 1 --jsonl
 	$(BIN)/python benchmarks/ingest_stages.py store/checker-scale-N1000000-K3-S1
 
+# Apache Kafka's jars (--db kafka), the releases the tests run, from Maven
+# Central once into ~/.cache/kchaos/kafka/<version>/lib (cluster/kafka/dist.py);
+# `make run` fetches the default release only.
+kafka-dist: $(STAMP)
+	@$(BIN)/python -m cluster.kafka.dist --tested >/dev/null
+
 # System packages: Java for Spark, venv for Python. Installed only if missing.
 system-deps:
 	@if ! command -v java >/dev/null 2>&1 && [ -z "$$JAVA_HOME" ]; then \
 		echo "installing Java (Spark needs it)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless; \
+	fi
+	@if ! command -v mvn >/dev/null 2>&1; then \
+		echo "installing maven (Apache Kafka's jars come from Maven Central by name)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven; \
 	fi
 	@if ! command -v ip >/dev/null 2>&1 || ! command -v pgrep >/dev/null 2>&1; then \
 		echo "installing iproute2 and procps (node network namespaces, tests)"; \

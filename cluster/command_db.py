@@ -1,36 +1,68 @@
-"""`--db command`: any Kafka-compatible system, run on the nodes the way its
-system spec (cluster/system_spec.py) says, and hurt there like the
-reference broker: kill and pause signal the spec's broker daemon (its
-whole process group, so a wrapper script's child is hit too), partitions
-are the nodes' own firewalls, disk faults gate the spec's data directory.
+"""`--db command` (and `--db kafka`, the same with a spec kchaos ships): any
+Kafka-compatible system, run on the nodes the way its system spec
+(cluster/system_spec.py) says, and hurt there like the reference broker:
+kill and pause signal every daemon of the node (each daemon's whole process
+group, so a wrapper script's child is hit too), partitions are the nodes'
+own firewalls, disk faults gate the spec's data directory.
 
-Readiness is asked with the Kafka protocol on each node's address: the
-port accepts connections and Metadata lists the node ids 1..N with a
-leader for every partition — so the spec must give each node the node id
+Readiness is asked with the Kafka protocol on each broker node's address:
+the port accepts connections and Metadata lists the brokers' node ids with
+a leader for every partition — so the spec must give each node the node id
 `{node_id}` (Kafka's node.id, Redpanda's node_id).
 """
 
 from __future__ import annotations
 
 import signal
+from collections.abc import Sequence
 from pathlib import PurePath
 
 from cluster.daemon_db import DaemonDB
 from cluster.node import Node
 from cluster.system_spec import SystemSpec, fill
 
+# Internal topics (offsets, transactions) get this many replicas, or one per
+# broker when there are fewer: Kafka cannot create them with more.
+INTERNAL_REPLICATION = 3
+
 
 class CommandDB(DaemonDB):
-    def __init__(self, spec: SystemSpec):
+    def __init__(self, spec: SystemSpec, *, config: Sequence[str] = (),
+                 kafka_version: str | None = None):
         super().__init__()
         self.spec = spec
+        self.config = list(config)
         self.ready_timeout = spec.ready_timeout
         self.port = spec.port
         self.broker_daemon = spec.broker
+        self.kafka_version = kafka_version
+        self._lib = None            # the distribution's directory here, once fetched
+        self._dist: dict[str, str] = {}     # node name -> its {dist}
+
+    def bind(self, nodes: Sequence[Node]) -> None:
+        if len(nodes) <= self.spec.controllers:
+            raise ValueError(f"nodes={[n.name for n in nodes]}: {self.spec.source} runs "
+                             f"{self.spec.controllers} controller nodes and needs a broker "
+                             f"node besides")
+        super().bind(nodes)
+
+    def controller_nodes(self) -> list[Node]:
+        """The nodes of their own that run the controllers (none: every node
+        runs what the spec puts on "all")."""
+        return self.nodes[len(self.nodes) - self.spec.controllers:] if self.spec.controllers \
+            else []
+
+    def _on(self, node_set: str, node: Node) -> bool:
+        if node_set == "all":
+            return True
+        if node_set == "first":
+            return node.name == self.nodes[0].name
+        controller = any(n.name == node.name for n in self.controller_nodes())
+        return controller if node_set == "controllers" else not controller
 
     def daemons_on(self, node: Node) -> list[str]:
-        first = bool(self.nodes) and node.name == self.nodes[0].name
-        return [d.name for d in self.spec.daemons if d.on == "all" or first]
+        self._check_bound("daemons_on")
+        return [d.name for d in self.spec.daemons if self._on(d.on, node)]
 
     def log_files(self, node: Node) -> list[PurePath]:
         return [node.workdir / f"{name}.log" for name in self.daemons_on(node)]
@@ -39,20 +71,37 @@ class CommandDB(DaemonDB):
         return [self.spec.data_dir]
 
     def controller_node(self) -> Node | None:
-        """A spec does not say where the controller is: unknown."""
+        """A spec does not say which controller is active: unknown."""
         return None
 
     def values(self, node: Node) -> dict:
         """The placeholders' values on node (cluster/system_spec.py)."""
         self._check_bound("values")
-        common = {"port": self.spec.port, "first_address": self.nodes[0].address}
-        peers = ",".join(fill(self.spec.peer, {**common, **self._own(n)}) for n in self.nodes)
-        return {**common, **self._own(node), "peers": peers}
+        brokers = len(self.nodes) - self.spec.controllers
+        common = {"port": self.spec.port, "first_address": self.nodes[0].address,
+                  "replication_factor": min(INTERNAL_REPLICATION, brokers),
+                  "min_insync_replicas": min(INTERNAL_REPLICATION - 1, brokers),
+                  "config": "\n".join(self.config)}
+        quorum = self.controller_nodes() or self.nodes
+        peers = ",".join(fill(self.spec.peer, {**common, **self._own(n)}) for n in quorum)
+        return {**common, **self._own(node), "peers": peers, **self._distribution(node)}
 
     def _own(self, node: Node) -> dict:
         return {"node_id": self.node_id(node), "node_name": node.name, "address": node.address,
                 "workdir": str(node.workdir), "data_dir": str(node.workdir / self.spec.data_dir),
                 "python": node.python or "python3"}
+
+    def _distribution(self, node: Node) -> dict:
+        """{dist} and {java} of a spec whose system kchaos brings: Apache
+        Kafka's jars at kafka_version (cluster/kafka/dist.py)."""
+        if self.spec.distribution is None:
+            return {}
+        from cluster.kafka import dist
+        if self._lib is None:
+            self._lib = dist.ensure(self.kafka_version or dist.DEFAULT_VERSION)
+        if node.name not in self._dist:
+            self._dist[node.name] = dist.install(node, self._lib)
+        return {"dist": self._dist[node.name], "java": dist.java_on(node)}
 
     # -- one node ----------------------------------------------------------
 
@@ -71,20 +120,24 @@ class CommandDB(DaemonDB):
         node.run(["rm", "-f", *map(str, self.log_files(node))])
         values = self.values(node)
         for f in self.spec.files:
-            node.put(node.workdir / f.path, fill(f.text, values).encode())
+            if self._on(f.on, node):
+                node.put(node.workdir / f.path, fill(f.text, values).encode())
         for daemon in self.spec.daemons:
             if daemon.name in self.daemons_on(node):
                 for argv in daemon.setup:
                     node.run([fill(a, values) for a in argv], timeout=120.0)
-        for name in self.daemons_on(node):
-            if name != self.broker_daemon:
-                self._start_daemon(node, name)
         self.start(node)
 
     def start(self, node: Node) -> None:
-        if node.is_running(self.broker_daemon):
-            return
-        self._start_daemon(node, self.broker_daemon)
+        """Start each daemon of node that does not run (the broker last)."""
+        names = self.daemons_on(node)
+        for name in sorted(names, key=lambda name: name == self.broker_daemon):
+            if not node.is_running(name):
+                self._start_daemon(node, name)
+
+    def alive(self, node: Node) -> bool:
+        """Every daemon of the node runs (heal-all starts what does not)."""
+        return all(node.is_running(name) for name in self.daemons_on(node))
 
     def _start_daemon(self, node: Node, name: str) -> None:
         daemon = self.spec.daemon(name)
@@ -95,18 +148,22 @@ class CommandDB(DaemonDB):
         self._expected.add((node.name, name))
 
     def stop(self, node: Node) -> None:
-        """Stop the broker the spec's way (its signal, then SIGKILL after
-        its timeout)."""
-        daemon = self.spec.daemon(self.broker_daemon)
-        self._expected.discard((node.name, daemon.name))
-        node.stop_daemon(daemon.name, sig=daemon.stop_signal, timeout=daemon.stop_timeout)
+        """Stop every daemon of node the spec's way (its signal, then
+        SIGKILL after its timeout)."""
+        for name in self.daemons_on(node):
+            daemon = self.spec.daemon(name)
+            self._expected.discard((node.name, name))
+            node.stop_daemon(name, sig=daemon.stop_signal, timeout=daemon.stop_timeout)
 
     def kill(self, node: Node) -> None:
-        self._expected.discard((node.name, self.broker_daemon))
-        node.stop_daemon(self.broker_daemon, sig=signal.SIGKILL)
+        for name in self.daemons_on(node):
+            self._expected.discard((node.name, name))
+            node.stop_daemon(name, sig=signal.SIGKILL)
 
     def pause(self, node: Node) -> None:
-        node.signal(self.broker_daemon, signal.SIGSTOP)
+        for name in self.daemons_on(node):
+            node.signal(name, signal.SIGSTOP)
 
     def resume(self, node: Node) -> None:
-        node.signal(self.broker_daemon, signal.SIGCONT)
+        for name in self.daemons_on(node):
+            node.signal(name, signal.SIGCONT)

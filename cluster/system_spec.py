@@ -1,30 +1,41 @@
 """A system spec: how to run a Kafka-compatible broker on a node, in a
 small TOML file (examples/systems/), for `--db command` (cluster/command_db.py).
 
-    name = "Apache Kafka 3.9 (KRaft, combined mode)"
-    port = 9092                        # where clients connect, on every node
+    name = "Apache Kafka (KRaft, combined mode)"
+    port = 9092                        # where clients connect, on every broker node
     data_dir = "data"                  # under the node's workdir; disk faults gate it
     peer = "{node_id}@{address}:9093"  # one item of {peers}, joined by ","
-    broker = "kafka"                   # the daemon that pause and kill hit
+    broker = "kafka"                   # the daemon whose nodes are the brokers
     ready_timeout = 120
+    controllers = 0                    # nodes of their own, after the brokers'
+    distribution = "kafka"             # kchaos brings Apache Kafka's jars: {dist}
 
     [[daemon]]
     name = "kafka"
-    on = "all"                         # "all" nodes, or "first"
-    setup = [["kafka-storage.sh", "format", ...]]   # before each start from empty data
-    argv = ["kafka-server-start.sh", "{workdir}/server.properties"]
+    on = "all"                         # "all", "first", "brokers" or "controllers"
+    setup = [["{java}", "-cp", "{dist}/*", "kafka.tools.StorageTool", "format", ...]]
+    argv = ["{java}", "-cp", "{dist}/*", "kafka.Kafka", "{workdir}/server.properties"]
     stop_signal = "SIGTERM"
     stop_timeout = 30
 
-    [[file]]                           # written on every node before setup
+    [[file]]                           # written before setup, on the nodes of `on`
     path = "server.properties"
-    text = "node.id={node_id}\n..."
+    text = "node.id={node_id}\n{config}\n..."
+
+Nodes: the brokers' first (n1..nN), then `controllers` nodes of their own
+that run only the daemons marked `on = "controllers"` (a quorum apart from
+the brokers); with none, "brokers" is every node. Every daemon of a node is
+killed, paused and resumed together, as a crash or a pause of the machine.
 
 Placeholders, in argv, setup commands, env values and file text:
 {node_id} (1, 2, ... in node order), {node_name}, {address}, {port},
-{workdir}, {data_dir} (absolute), {peers}, {first_address} (the first
-node's address), {python} (the node's Python with kchaos, if any). A
-literal brace is written twice.
+{workdir}, {data_dir} (absolute), {peers} (`peer` of each controller node,
+or of every node when there are none), {first_address} (the first node's
+address), {python} (the node's Python with kchaos, if any),
+{replication_factor} and {min_insync_replicas} (3 and 2, or fewer when the
+brokers are fewer: for internal topics), {config} (the run's `--config KEY=VALUE` settings, a line each);
+with a distribution, {dist} (its directory on the node) and {java} (the
+node's Java). A literal brace is written twice.
 """
 
 from __future__ import annotations
@@ -38,7 +49,11 @@ from cluster.daemon_db import READY_TIMEOUT
 from cluster.node import SetupError
 
 PLACEHOLDERS = ("node_id", "node_name", "address", "port", "workdir", "data_dir", "peers",
-                "first_address", "python")
+                "first_address", "python", "replication_factor", "min_insync_replicas",
+                "config")
+# A distribution kchaos fetches and installs on the nodes: its placeholders.
+DISTRIBUTIONS = {"kafka": ("dist", "java")}
+NODE_SETS = ("all", "first", "brokers", "controllers")
 
 
 class SpecError(SetupError, ValueError):
@@ -50,7 +65,7 @@ class SpecError(SetupError, ValueError):
 class Daemon:
     name: str
     argv: tuple[str, ...]
-    on: str = "all"                         # "all" | "first"
+    on: str = "all"                         # one of NODE_SETS
     setup: tuple[tuple[str, ...], ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     stop_signal: int = signal.SIGTERM
@@ -61,6 +76,7 @@ class Daemon:
 class SpecFile:
     path: str
     text: str
+    on: str = "all"
 
 
 @dataclass(frozen=True)
@@ -73,6 +89,8 @@ class SystemSpec:
     peer: str = "{address}:{port}"
     files: tuple[SpecFile, ...] = ()
     ready_timeout: float = READY_TIMEOUT
+    controllers: int = 0
+    distribution: str | None = None
     source: str = "<spec>"
 
     def daemon(self, name: str) -> Daemon:
@@ -94,7 +112,8 @@ def parse_spec(body: dict, source: str = "<spec>") -> SystemSpec:
     def bad(key: str, why: str):
         raise SpecError(f"{source}: {key}: {why}")
 
-    known = {"name", "port", "data_dir", "peer", "broker", "ready_timeout", "daemon", "file"}
+    known = {"name", "port", "data_dir", "peer", "broker", "ready_timeout", "daemon", "file",
+             "controllers", "distribution"}
     for key in sorted(set(body) - known):
         bad(key, f"not a spec key; known: {', '.join(sorted(known))}")
     for key in ("name", "port", "daemon", "broker"):
@@ -108,19 +127,39 @@ def parse_spec(body: dict, source: str = "<spec>") -> SystemSpec:
         bad("daemon", f"names {names} repeat")
     if body["broker"] not in names:
         bad("broker", f"{body['broker']!r} is not one of the daemons {names}")
-    files = tuple(SpecFile(str(f.get("path", "")), str(f.get("text", "")))
+    files = tuple(SpecFile(str(f.get("path", "")), str(f.get("text", "")),
+                           str(f.get("on", SpecFile.on)))
                   for f in _tables(body, "file", bad))
     for f in files:
         if not f.path or PurePosixPath(f.path).is_absolute() or ".." in PurePosixPath(f.path).parts:
             bad("file.path", f"{f.path!r}: a path relative to the node's workdir")
+        if f.on not in NODE_SETS:
+            bad(f"file {f.path}.on", f"{f.on!r}: one of {', '.join(map(repr, NODE_SETS))}")
+    controllers = body.get("controllers", SystemSpec.controllers)
+    if not isinstance(controllers, int) or isinstance(controllers, bool) or controllers < 0:
+        bad("controllers", f"{controllers!r}: the number of controller nodes (0: none apart)")
+    sets = {d.on for d in daemons} | {f.on for f in files}
+    if "controllers" in sets and not controllers:
+        bad("controllers", "daemons or files are on \"controllers\", but the spec has none: "
+            "set controllers = N")
+    if controllers and body["broker"] in {d.name for d in daemons if d.on == "controllers"}:
+        bad("broker", f"{body['broker']!r} runs on the controller nodes; the broker daemon runs "
+            f"on \"brokers\" (or \"all\")")
+    distribution = body.get("distribution")
+    if distribution is not None and distribution not in DISTRIBUTIONS:
+        bad("distribution", f"{distribution!r}: kchaos brings only "
+            f"{', '.join(map(repr, DISTRIBUTIONS))}; leave it out and install the system on "
+            f"the nodes yourself")
     spec = SystemSpec(name=str(body["name"]), port=body["port"], daemons=daemons,
                       broker=body["broker"],
                       data_dir=str(body.get("data_dir", SystemSpec.data_dir)),
                       peer=str(body.get("peer", SystemSpec.peer)), files=files,
                       ready_timeout=float(body.get("ready_timeout", SystemSpec.ready_timeout)),
-                      source=source)
+                      controllers=controllers, distribution=distribution, source=source)
+    known_placeholders = PLACEHOLDERS + DISTRIBUTIONS.get(distribution, ())
     for where, template in _templates(spec):
-        _check_template(template, lambda why, where=where: bad(where, why))
+        _check_template(template, known_placeholders,
+                        lambda why, where=where: bad(where, why))
     return spec
 
 
@@ -142,8 +181,8 @@ def _daemon(d: dict, i: int, bad) -> Daemon:
     setup = d.get("setup", [])
     if not all(isinstance(c, list) and c and all(isinstance(a, str) for a in c) for c in setup):
         bad(f"{where}.setup", "a list of argv lists")
-    if d.get("on", Daemon.on) not in ("all", "first"):
-        bad(f"{where}.on", "\"all\" or \"first\"")
+    if d.get("on", Daemon.on) not in NODE_SETS:
+        bad(f"{where}.on", f"{d.get('on')!r}: one of {', '.join(map(repr, NODE_SETS))}")
     try:
         stop = signal.Signals[str(d.get("stop_signal", Daemon.stop_signal.name))]
     except KeyError:
@@ -169,16 +208,18 @@ def _templates(spec: SystemSpec):
         yield f"file {f.path}", f.text
 
 
-def _check_template(template: str, bad) -> None:
+def _check_template(template: str, known: tuple[str, ...], bad) -> None:
     try:
         fields = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
     except ValueError as e:
         bad(f"{template!r}: {e} (write a literal brace twice)")
         return
     for name in fields:
-        if name not in PLACEHOLDERS:
+        if name not in known:
             bad(f"{template!r}: unknown placeholder {{{name}}}; known: "
-                + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS))
+                + ", ".join(f"{{{p}}}" for p in known)
+                + ("" if name not in {p for ps in DISTRIBUTIONS.values() for p in ps}
+                   else f" ({{{name}}} needs distribution = \"kafka\")"))
 
 
 def fill(template: str, values: dict) -> str:

@@ -47,7 +47,7 @@ def make_backend(config: TestConfig, run_dir: Path):
                       key_file=config.ssh_key, known_hosts=config.ssh_known_hosts,
                       accept_new_host_keys=config.ssh_accept_new_host_keys,
                       root_dir=config.ssh_root,
-                      install=config.db in ("reference", "command"))
+                      install=config.db in ("reference", "kafka", "command"))
 
 
 def make_db(config: TestConfig, nodes: list):
@@ -55,10 +55,10 @@ def make_db(config: TestConfig, nodes: list):
     if config.db == "reference":
         return ReferenceDB(bugs=list(config.bugs), config=list(config.broker_config),
                            controller_node=config.controller_node)
-    if config.db == "command":
+    if config.db in ("kafka", "command"):
         from cluster.command_db import CommandDB
-        from cluster.system_spec import load_spec
-        return CommandDB(load_spec(config.system))
+        return CommandDB(config.system_spec(), config=list(config.broker_config),
+                         kafka_version=config.kafka_version)
     if nodes:
         from cluster.attached_db import AttachedDB
         return AttachedDB(config.bootstrap, nodes, broker_process=config.broker_process,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cluster.addressing import DEFAULT_SUBNET
+from cluster.kafka.dist import DEFAULT_VERSION as KAFKA_VERSION
 from cluster.ssh_options import DEFAULT_ROOT as SSH_ROOT
 from cluster.ssh_options import SshOptions
 from kchaos.settings import setting
@@ -24,7 +25,7 @@ from nemesis.core import TARGETS
 from nemesis.schedule import DEFAULT_MIX
 from workloads.queue_config import QueueConfig
 
-DBS = ("reference", "command", "external")
+DBS = ("reference", "kafka", "command", "external")
 BACKENDS = ("local", "docker", "ssh")
 
 
@@ -55,9 +56,10 @@ class TestConfig:
         3, "Nodes to make (a count), or the SSH hosts to use (host1,host2,...).",
         metavar="N|HOST,...", parse=parse_nodes)
     controller_node: bool = setting(
-        False, "Run the reference broker's controller on a node of its own, after the "
-        "brokers' (n<N+1> of N brokers; with --nodes HOSTS, the last host), not beside the "
-        "first broker: partitions and kills then take it apart from any broker.")
+        False, "Run the controllers on nodes of their own, after the brokers': the reference "
+        "broker's controller on n<N+1> of N brokers, Kafka's quorum of three on n<N+1> to "
+        "n<N+3> (with --nodes HOSTS, the last hosts), not beside the brokers: partitions and "
+        "kills then take them apart from any broker.")
     use_namespaces: bool | None = setting(
         None, "Loopback addresses even as root (local backend; network faults need "
         "namespaces).", flag="--no-namespaces", flag_value=False,
@@ -85,8 +87,13 @@ class TestConfig:
         "does not list (a changed key is always refused).")
     # -- the system under test (cluster/db.py) -------------------------------
     db: str = setting("reference", "reference: kchaos runs its reference broker on the "
-                      "nodes; command: kchaos runs the system --system describes; external: "
-                      "a cluster already running at --bootstrap.", choices=DBS)
+                      "nodes; kafka: Apache Kafka (KRaft) at --kafka-version; command: kchaos "
+                      "runs the system --system describes; external: a cluster already "
+                      "running at --bootstrap.", choices=DBS)
+    kafka_version: str = setting(KAFKA_VERSION, "The Apache Kafka release --db kafka runs (and "
+                                 "a system spec with distribution = \"kafka\"): its jars come "
+                                 "from Maven Central once, then from the cache.",
+                                 metavar="VERSION")
     bootstrap: str | None = setting(None, "The external cluster's bootstrap servers "
                                     "(--db external).", metavar="HOST:PORT[,...]")
     system: str | None = setting(None, "A system spec (TOML) saying how to run a broker on a "
@@ -101,7 +108,8 @@ class TestConfig:
         "again after a kill; {address} and {node_name} are the node's.", metavar="CMD")
     broker_config: list[str] = setting(
         default_factory=list, flag="--config", metavar="KEY=VALUE", multiple=True,
-        help="A reference broker setting (repeatable), e.g. min.insync.replicas=2.")
+        help="A broker setting (repeatable), e.g. min.insync.replicas=2: the reference "
+             "broker's, or a line of Kafka's server.properties (a spec's {config}).")
     bugs: list[str] = setting(default_factory=list, flag="--bug", metavar="NAME",
                               multiple=True, help="A reference broker bug switch "
                               "(repeatable; kchaos broker --list-bugs).")
@@ -136,16 +144,31 @@ class TestConfig:
             return "docker"
         return "ssh" if isinstance(self.nodes, list) else "local"
 
+    def system_spec(self):
+        """The system spec kchaos runs (--db kafka: the one it ships; --db
+        command: --system), None for the other DBs."""
+        from cluster.system_spec import load_spec
+        if self.db == "kafka":
+            from cluster.kafka import spec_path
+            return load_spec(spec_path(quorum=self.controller_node))
+        return load_spec(self.system) if self.db == "command" else None
+
+    def controller_count(self) -> int:
+        """Nodes of their own that run controllers, after the brokers'."""
+        if self.db in ("kafka", "command"):
+            return self.system_spec().controllers
+        return 1 if self.controller_node and self.db == "reference" else 0
+
     def node_count(self) -> int:
-        """The nodes the backend gives: the brokers' and the controller's own."""
+        """The nodes the backend gives: the brokers' and the controllers' own."""
         if self.docker_containers:
             return len(self.docker_containers)
         if isinstance(self.nodes, list):
             return len(self.nodes)
-        return self.nodes + (1 if self.controller_node else 0)
+        return self.nodes + self.controller_count()
 
     def broker_count(self) -> int:
-        return self.node_count() - (1 if self.controller_node else 0)
+        return self.node_count() - self.controller_count()
 
     def has_nodes(self) -> bool:
         """Whether kchaos can reach the nodes (to run a DB or hurt one)."""

@@ -14,8 +14,9 @@ PROCESS_FAULTS = frozenset({"pause", "kill", "restart-all", "failover"})
 
 
 def problems(config: TestConfig) -> list[tuple[str, str]]:
-    return [*_db(config), *_nodes(config), *config.workload.problems(), *_phases(config),
-            *_nemesis(config)]
+    # The nodes are counted from the system spec: only once it is known good.
+    return _db(config) or [*_nodes(config), *config.workload.problems(), *_phases(config),
+                           *_nemesis(config)]
 
 
 def _db(config: TestConfig) -> list[tuple[str, str]]:
@@ -43,6 +44,35 @@ def _db(config: TestConfig) -> list[tuple[str, str]]:
         found.append(("broker_start", "restarts a killed broker: pass --broker-process too"))
     if config.bugs and config.db != "reference":
         found.append(("bugs", "bug switches are the reference broker's (--db reference)"))
+    if config.broker_config and config.db == "external":
+        found.append(("broker_config", "an external cluster's settings are not kchaos's to "
+                      "set: drop --config"))
+    if config.db in ("kafka", "command") and (config.db == "kafka" or config.system
+                                              and Path(config.system).is_file()):
+        found += _spec(config)
+    return found
+
+
+def _spec(config: TestConfig) -> list[tuple[str, str]]:
+    from cluster.kafka.dist import KafkaDistError, check_version
+    from cluster.system_spec import SpecError
+    try:
+        spec = config.system_spec()
+    except SpecError as e:
+        return [("system", str(e))]
+    found = []
+    uses_config = any("{config}" in f.text for f in spec.files)
+    if config.broker_config and not uses_config:
+        found.append(("broker_config", f"{spec.source} has no {{config}} in its files, so "
+                      f"--config would change nothing: add it to the broker's config file"))
+    bad = [item for item in config.broker_config if "=" not in item]
+    if bad:
+        found.append(("broker_config", f"{bad[0]!r}: write KEY=VALUE"))
+    if spec.distribution == "kafka":
+        try:
+            check_version(config.kafka_version)
+        except KafkaDistError as e:
+            found.append(("kafka_version", str(e).split(": ", 1)[1]))
     return found
 
 
@@ -72,9 +102,11 @@ def _nodes(config: TestConfig) -> list[tuple[str, str]]:
     if config.db != "external" and rf > count:
         found.append(("replication_factor", f"more than the {count} brokers; lower it or "
                       f"add nodes"))
-    if config.controller_node and config.db != "reference":
-        found.append(("controller_node", "places the reference broker's controller; "
-                      f"--db {config.db} runs no controller of kchaos's"))
+    if config.controller_node and config.db not in ("reference", "kafka"):
+        found.append(("controller_node", "places the controllers of --db reference and --db "
+                      f"kafka; --db {config.db} runs no controller of kchaos's"
+                      + (" (a spec says its own: controllers = N)"
+                         if config.db == "command" else "")))
     if config.controller_node and count < 1:
         found.append(("controller_node", "needs a node for a broker besides the controller's"))
     return found

@@ -9,15 +9,18 @@ from pathlib import Path
 import pytest
 
 from cluster.command_db import CommandDB
+from cluster.kafka import spec_path
 from cluster.system_spec import SpecError, load_spec, parse_spec
 from tests.cluster.conftest import make_backend
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "systems"
 
 
-@pytest.mark.parametrize("name", ["reference", "kafka-kraft", "redpanda"])
-def test_the_example_specs_load(name):
-    spec = load_spec(EXAMPLES / f"{name}.toml")
+@pytest.mark.parametrize("path", [EXAMPLES / "reference.toml", EXAMPLES / "redpanda.toml",
+                                  spec_path(), spec_path(quorum=True)],
+                         ids=["reference", "redpanda", "kafka", "kafka-quorum"])
+def test_the_example_and_shipped_specs_load(path):
+    spec = load_spec(path)
     assert spec.port == 9092 and spec.broker in [d.name for d in spec.daemons]
 
 
@@ -37,6 +40,17 @@ def minimal(**extra) -> dict:
      "is not a signal name"),
     (minimal(file=[{"path": "../etc/passwd", "text": ""}]), "a path relative to"),
     (minimal(colour="blue"), "colour: not a spec key"),
+    (minimal(daemon=[{"name": "b", "argv": ["x"], "on": "some"}]),
+     r"daemon\[0\].on: 'some': one of 'all', 'first', 'brokers', 'controllers'"),
+    (minimal(daemon=[{"name": "b", "argv": ["x"]}, {"name": "c", "argv": ["y"],
+                                                     "on": "controllers"}]),
+     "controllers: daemons or files are on \"controllers\", but the spec has none"),
+    (minimal(controllers=3, daemon=[{"name": "b", "argv": ["x"], "on": "controllers"}]),
+     "broker: 'b' runs on the controller nodes"),
+    (minimal(controllers=-1), r"controllers: -1: the number of controller nodes"),
+    (minimal(distribution="redpanda"), "distribution: 'redpanda': kchaos brings only 'kafka'"),
+    (minimal(daemon=[{"name": "b", "argv": ["{java}", "-cp", "{dist}/*"]}]),
+     r"unknown placeholder \{java\}.*needs distribution = \"kafka\""),
 ])
 def test_bad_specs_are_named(body, message):
     with pytest.raises(SpecError, match=message):
@@ -60,6 +74,41 @@ def test_placeholders_are_filled_per_node(tmp_path):
         assert values["node_id"] == 2 and values["port"] == 9092
         assert values["peers"] == "1@127.0.0.11:9093,2@127.0.0.12:9093"
         assert values["data_dir"] == str(backend.nodes[1].workdir / "data")
+
+
+def test_controllers_have_nodes_of_their_own_and_form_the_quorum(tmp_path):
+    """Brokers on the first nodes, the spec's controllers on the last ones;
+    {peers} lists only the controllers; every daemon of a node is killed."""
+    spec = parse_spec(minimal(
+        controllers=2, peer="{node_id}@{address}:9093",
+        daemon=[{"name": "b", "argv": ["sleep", "600"], "on": "brokers"},
+                {"name": "c", "argv": ["sleep", "600"], "on": "controllers"},
+                {"name": "agent", "argv": ["sleep", "600"]}],
+        file=[{"path": "b.properties", "on": "brokers", "text": "roles=broker {config}"},
+              {"path": "c.properties", "on": "controllers", "text": "voters={peers}"}]))
+    with make_backend("loopback", tmp_path / "nodes", node_count=4) as backend:
+        db = CommandDB(spec, config=["a=1", "b=2"])
+        db.bind(backend.nodes)
+        n1, n2, n3, n4 = backend.nodes
+        assert [n.name for n in db.broker_nodes()] == ["n1", "n2"]
+        assert db.daemons_on(n1) == ["b", "agent"] and db.daemons_on(n3) == ["c", "agent"]
+        assert db.values(n1)["peers"] == "3@127.0.0.13:9093,4@127.0.0.14:9093"
+        assert db.values(n1)["replication_factor"] == 2
+        assert db.values(n1)["min_insync_replicas"] == 2
+        for node in backend.nodes:
+            db.setup(node)
+        assert n1.get("b.properties") == b"roles=broker a=1\nb=2"
+        assert not (n1.workdir / "c.properties").exists()
+        assert n4.get("c.properties") == b"voters=3@127.0.0.13:9093,4@127.0.0.14:9093"
+        assert db.alive(n3)
+        db.kill(n3)
+        assert not n3.is_running("c") and not n3.is_running("agent") and not db.alive(n3)
+        db.start(n3)
+        assert db.alive(n3)
+        for node in backend.nodes:
+            db.teardown(node)
+    with pytest.raises(ValueError, match="runs 2 controller nodes and needs a broker node"):
+        CommandDB(spec).bind(backend.nodes[:2])
 
 
 def test_a_broker_that_never_gets_ready_fails_with_its_log_tail(tmp_path):

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -93,6 +94,9 @@ def test_run_reads_the_file_and_its_errors_name_it(tmp_path):
     assert not store.exists()
 
 
+REFERENCE_SPEC = Path(__file__).resolve().parents[2] / "examples" / "systems" / "reference.toml"
+
+
 @pytest.mark.parametrize("flat, message", [
     ({"db": "command"}, "--db command needs --system"),
     ({"nemesis": ["kill"], "db": "external", "bootstrap": "h:9092"},
@@ -109,6 +113,14 @@ def test_run_reads_the_file_and_its_errors_name_it(tmp_path):
     ({"controller_node": True, "db": "external", "bootstrap": "h:1"},
      "--db external runs no controller of kchaos.s"),
     ({"controller_node": True, "nodes": ["h1", "h2", "h3"]}, "more than the 2 brokers"),
+    ({"db": "kafka", "kafka_version": "v4.4.0"}, "kafka_version='v4.4.0': not a Kafka release"),
+    ({"db": "kafka", "controller_node": True, "nodes": ["h1", "h2", "h3", "h4", "h5"]},
+     "more than the 2 brokers"),
+    ({"db": "kafka", "broker_config": ["unclean.leader.election.enable"]}, "write KEY=VALUE"),
+    ({"db": "external", "bootstrap": "h:1", "broker_config": ["a=1"]},
+     "not kchaos's to set: drop --config"),
+    ({"db": "command", "system": str(REFERENCE_SPEC), "broker_config": ["a=1"]},
+     r"has no \{config\} in its files, so --config would change nothing"),
 ])
 def test_combinations_that_cannot_run(flat, message):
     with pytest.raises(ValueError, match=message):
@@ -126,6 +138,10 @@ def test_nodes_are_a_count_or_hosts():
     assert (separate.node_count(), separate.broker_count()) == (4, 3)
     hosts = TestConfig.build(controller_node=True, nodes=["h1", "h2", "h3", "h4"])
     assert (hosts.node_count(), hosts.broker_count()) == (4, 3)
+    # Kafka's controller quorum: three nodes of their own.
+    kafka = TestConfig.build(db="kafka", controller_node=True)
+    assert (kafka.node_count(), kafka.broker_count()) == (6, 3)
+    assert TestConfig.build(db="kafka").node_count() == 3
 
 
 def test_nodes_on_the_command_line_are_a_count_or_hosts(tmp_path):
