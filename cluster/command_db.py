@@ -52,6 +52,12 @@ class CommandDB(DaemonDB):
         return self.nodes[len(self.nodes) - self.spec.controllers:] if self.spec.controllers \
             else []
 
+    def setup_order(self) -> list[Node]:
+        """The controllers first: a broker waits for them only so long
+        (Kafka: initial.broker.registration.timeout.ms, then it exits)."""
+        controllers = self.controller_nodes()
+        return controllers + [n for n in self.nodes if n not in controllers]
+
     def _on(self, node_set: str, node: Node) -> bool:
         if node_set == "all":
             return True
@@ -71,8 +77,14 @@ class CommandDB(DaemonDB):
         return [self.spec.data_dir]
 
     def controller_node(self) -> Node | None:
-        """A spec does not say which controller is active: unknown."""
-        return None
+        """The node of the active controller, as DescribeQuorum from the
+        running brokers says (cluster/kafka/quorum.py): a KRaft system's;
+        None where nobody answers it."""
+        from cluster.kafka.quorum import active_controller
+        running = self.running_brokers()
+        found = active_controller(",".join(f"{n.address}:{self.port}" for n in running),
+                                  timeout=3.0) if running else None
+        return None if found is None else self._by_id(found)
 
     def values(self, node: Node) -> dict:
         """The placeholders' values on node (cluster/system_spec.py)."""

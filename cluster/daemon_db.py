@@ -55,12 +55,16 @@ class DaemonDB:
         """Bind nodes, set each up and wait until the cluster is ready
         (timeout: the DB's ready_timeout)."""
         self.bind(nodes)
-        for node in self.nodes:
+        for node in self.setup_order():
             self.setup(node)
         self.wait_ready(self.ready_timeout if timeout is None else timeout)
 
     def setup(self, node: Node) -> None:
         raise NotImplementedError
+
+    def setup_order(self) -> list[Node]:
+        """The order start_all sets the nodes up in."""
+        return self.nodes
 
     def broker_nodes(self) -> list[Node]:
         """The nodes a broker runs on (node i from 0 is broker i + 1)."""

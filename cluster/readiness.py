@@ -6,6 +6,7 @@ for every partition."""
 from __future__ import annotations
 
 import threading
+import time
 
 # How long past its own timeout a lookup may take before its caller stops
 # waiting for it (bounded).
@@ -102,3 +103,21 @@ def _group_coordinator_id(bootstrap: str, group: str, timeout: float) -> int | N
             return future.result(timeout=timeout + 1).coordinator.id
     except Exception:  # noqa: BLE001 — KafkaException, a timeout: nobody knows
         return None
+
+
+def wait_for_coordinators(bootstrap: str, groups: list[str], timeout: float) -> None:
+    """Until FindCoordinator answers for every group (TimeoutError naming
+    those without one). Kafka creates `__consumer_offsets` (50 partitions
+    by default) on the first FindCoordinator, which takes seconds: a run
+    asks before its workload starts, so its first seconds are not spent on
+    COORDINATOR_NOT_AVAILABLE."""
+    deadline = time.monotonic() + timeout
+    waiting = list(groups)
+    while waiting and time.monotonic() < deadline:
+        waiting = [g for g in waiting if group_coordinator_id(
+            bootstrap, g, min(5.0, max(0.5, deadline - time.monotonic()))) is None]
+        if waiting:
+            time.sleep(0.2)
+    if waiting:
+        raise TimeoutError(f"no coordinator for groups {waiting} from {bootstrap} after "
+                           f"{timeout} s (FindCoordinator)")

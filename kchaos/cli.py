@@ -226,6 +226,8 @@ def run_command(ctx, config_file, allow, max_examples, junit, spark_master, spar
     click.echo(f"run directory: {outcome.run_dir}")
     for failure in outcome.node_failures:
         click.echo(f"node failure: {failure}")
+    for effect in outcome.fault_effects:
+        click.echo(f"fault effect: {effect}")
     for problem in outcome.heal_problems:
         click.echo(f"heal failed: {problem}")
     if outcome.nemesis_error:

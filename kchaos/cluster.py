@@ -110,6 +110,20 @@ class Cluster:
         other than the nemesis, whose kills the DB adapter expects."""
         return self.db.crashed() if self.db is not None and self.nodes else []
 
+    def logs(self, name: str) -> str:
+        """The text of node name's DB logs as they are now ("" if none)."""
+        from cluster.db import LogFiles
+        if not isinstance(self.db, LogFiles):
+            return ""
+        node = next((n for n in self.nodes if n.name == name), None)
+        texts = []
+        for path in self.db.log_files(node) if node is not None else []:
+            try:
+                texts.append(node.get(path).decode(errors="replace"))
+            except (OSError, FileNotFoundError):
+                continue
+        return "\n".join(texts)
+
     def teardown(self) -> None:
         """Collect every node's logs into nodes/<name>/, then stop what kchaos
         started and remove what it made (an attached cluster keeps running)."""

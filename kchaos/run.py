@@ -23,7 +23,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING, Callable
 
-from cluster.readiness import admin_client
+from cluster.readiness import admin_client, wait_for_coordinators
 from history_analysis.history.writer import HistoryWriter
 from history_analysis.report import write_report_quietly
 from history_analysis.run_dir import LOG_FILE
@@ -32,6 +32,7 @@ from kchaos.cluster import Cluster
 from kchaos.config import TestConfig
 from kchaos.progress import Progress
 from kchaos.session import BackgroundSession
+from nemesis.effects import explained
 from nemesis.heal import heal_all
 from nemesis.runner import Nemesis, NemesisThread
 from nemesis.schedule import Step, plan, scheduled
@@ -48,6 +49,7 @@ SCHEMA_VERSION = 1
 # The final readers' process ids start here, far above any worker's: a
 # worker goes on as process + concurrency after every indeterminate end.
 FINAL_PROCESSES = 1_000_000
+COORDINATOR_WAIT = 60.0     # s the groups' coordinators may take to be found at setup
 
 
 @dataclass
@@ -56,6 +58,7 @@ class RunOutcome:
     bootstrap: str = ""
     final: dict = field(default_factory=dict)
     node_failures: list[str] = field(default_factory=list)
+    fault_effects: list[str] = field(default_factory=list)  # deaths a fault explains
     operations: int = 0
     errors: int = 0
     nemesis: list[dict] = field(default_factory=list)       # the faults as realised
@@ -135,6 +138,7 @@ def run_test(config: TestConfig, progress: Progress | None = None,
             outcome.heal_problems += heal_all(nemesis.cluster)     # a clean start
         create_topics(outcome.bootstrap, topics, workload.partitions,
                       workload.replication_factor, workload.topic_config)
+        wait_for_coordinators(outcome.bootstrap, all_groups, COORDINATOR_WAIT)
         target = Target(outcome.bootstrap, tuple(topics), tuple(groups), config.seed)
         if spark is not None:
             spark.wait()
@@ -144,10 +148,16 @@ def run_test(config: TestConfig, progress: Progress | None = None,
         progress.phase("main", stats)
         run_main_phase(config, target, history, stats, nemesis, steps, outcome)
         if nemesis is not None:
-            # Before heal-all restarts them: a broker that died unasked is news.
-            crashed = cluster.crashed()
-            outcome.node_failures = [f"{name}: the broker was not running at the end of "
-                                     f"the main phase (heal-all started it)" for name in crashed]
+            # Before heal-all restarts them: a broker that died unasked is
+            # news, unless a fault injected on its node explains it.
+            for name in cluster.crashed():
+                line = explained(name, nemesis.realised, cluster.logs(name))
+                if line is None:
+                    outcome.node_failures.append(f"{name}: the broker was not running at the "
+                                                 f"end of the main phase (heal-all started it)")
+                else:
+                    outcome.fault_effects.append(f"{name}: the broker exited of the disk "
+                                                 f"errors injected on its node: {line}")
             progress.phase("heal")
             outcome.heal_problems += nemesis.heal()
         progress.phase("recovery")
@@ -174,6 +184,7 @@ def run_test(config: TestConfig, progress: Progress | None = None,
         outcome.node_failures += [f"{name}: the broker is not running at the end of the run"
                                   for name in cluster.crashed()]
         _amend_test_json(run_dir, {"final": outcome.final, "node_failures": outcome.node_failures,
+                                   "fault_effects": outcome.fault_effects,
                                    "bootstrap": outcome.bootstrap, "nemesis": outcome.nemesis,
                                    "heal_problems": outcome.heal_problems,
                                    "nemesis_error": outcome.nemesis_error,
@@ -301,6 +312,10 @@ def versions() -> dict[str, str]:
         found["kafka-python"] = kafka.__version__
     except ImportError:
         pass
+    # The Java client's release: its jars in Kafka's distribution cache.
+    from workloads.clients.jvm import kafka_clients_version
+    if (kafka_clients := kafka_clients_version()) is not None:
+        found["kafka-clients"] = kafka_clients
     return found
 
 
