@@ -25,7 +25,8 @@ from typing import Protocol, runtime_checkable
 
 from cluster.db import ExternalDB
 from cluster.node import Node
-from cluster.readiness import group_coordinator_id, metadata_problem, partition_state
+from cluster.readiness import (broker_hosts, group_coordinator_id, metadata_problem,
+                               partition_state, same_host)
 
 # $0 is --broker-start's command line, run by sh with its output appended
 # to broker-start.log in the node's working directory.
@@ -155,6 +156,12 @@ class AttachedDB(ExternalDB):
         return None if found is None else self._node_by_id(found)
 
     def _node_by_id(self, node_id: int) -> Node | None:
-        """Nodes are named in node-id order (--docker-containers c1,c2,... or
-        --nodes h1,h2,... for ids 1, 2, ...)."""
+        """The node at the address the broker advertises (Metadata); else,
+        when its address is none of the nodes' (a name only the cluster's
+        own network resolves), the node named in node-id order
+        (--docker-containers c1,c2,... or --nodes h1,h2,... for ids 1, 2, ...)."""
+        host = (broker_hosts(self.bootstrap) or {}).get(node_id)
+        found = next((n for n in self.nodes if host and same_host(n.address, host)), None)
+        if found is not None:
+            return found
         return self.nodes[node_id - 1] if 1 <= node_id <= len(self.nodes) else None

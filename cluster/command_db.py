@@ -6,9 +6,11 @@ group, so a wrapper script's child is hit too), partitions are the nodes'
 own firewalls, disk faults gate the spec's data directory.
 
 Readiness is asked with the Kafka protocol on each broker node's address:
-the port accepts connections and Metadata lists the brokers' node ids with
-a leader for every partition — so the spec must give each node the node id
-`{node_id}` (Kafka's node.id, Redpanda's node_id).
+the port accepts connections and Metadata lists a broker advertised at
+each node's address, with a leader for every partition. Brokers are
+matched to nodes by that address, so a broker may choose its own node id;
+a spec that gives them (`{node_id}`: Kafka's node.id) also lets kchaos find
+nodes that are in no Metadata, such as controllers apart from the brokers.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import PurePath
 
 from cluster.daemon_db import DaemonDB
 from cluster.node import Node
-from cluster.system_spec import SystemSpec, fill
+from cluster.system_spec import SystemSpec, fill, templates
 
 # Internal topics (offsets, transactions) get this many replicas, or one per
 # broker when there are fewer: Kafka cannot create them with more.
@@ -36,6 +38,8 @@ class CommandDB(DaemonDB):
         self.port = spec.port
         self.broker_daemon = spec.broker
         self.kafka_version = kafka_version
+        # Node ids are kchaos's only where the spec gives them ({node_id}).
+        self.ids_by_position = any("{node_id}" in template for _, template in templates(spec))
         self._lib = None            # the distribution's directory here, once fetched
         self._dist: dict[str, str] = {}     # node name -> its {dist}
 

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path, PurePath
 
 from cluster.node import Node
-from cluster.readiness import group_coordinator_id, metadata_problem, partition_state
+from cluster.readiness import (broker_hosts, group_coordinator_id, metadata_problem,
+                               partition_state, same_host)
 
 LOG_TAIL_LINES = 15
 READY_TIMEOUT = 60.0    # seconds a cluster may take to be ready, unless told
@@ -30,6 +31,7 @@ class DaemonDB:
     def __init__(self) -> None:
         self.nodes: list[Node] = []
         self._expected: set[tuple[str, str]] = set()  # (node, daemon) that should run
+        self._advertised: dict[int, Node] = {}   # broker id -> node, by advertised host
 
     # -- what subclasses say -------------------------------------------------
 
@@ -104,8 +106,10 @@ class DaemonDB:
                 time.sleep(0.1)
                 continue
             bootstrap = ",".join(f"{n.address}:{self.port}" for n in running)
-            problem = metadata_problem(bootstrap, {self.node_id(n) for n in running},
-                                       min(5.0, max(0.5, deadline - time.monotonic())))
+            # By address: a broker may choose its own node id.
+            problem = metadata_problem(bootstrap, set(),
+                                       min(5.0, max(0.5, deadline - time.monotonic())),
+                                       addresses={n.address for n in running})
             if problem is None:
                 return
             problem = f"Metadata from {bootstrap}: {problem}"
@@ -145,8 +149,27 @@ class DaemonDB:
         return partition_state(",".join(f"{n.address}:{self.port}" for n in running),
                                topic, partition)
 
+    # Whether node i (from 0) has node id i + 1 because kchaos told it so.
+    ids_by_position: bool = True
+
     def _by_id(self, node_id: int) -> Node | None:
-        return self.nodes[node_id - 1] if 1 <= node_id <= len(self.nodes) else None
+        """The node of a broker id: the one at the address the broker
+        advertises (Metadata), so brokers that choose their own ids are
+        found; by position only where kchaos gave the ids (a controller
+        apart from the brokers is in no Metadata)."""
+        node = self._advertised.get(node_id)
+        if node is None:
+            running = self.running_brokers()
+            hosts = broker_hosts(",".join(f"{n.address}:{self.port}" for n in running)) \
+                if running else None
+            for broker_id, host in (hosts or {}).items():
+                found = next((n for n in self.nodes if same_host(n.address, host)), None)
+                if found is not None:
+                    self._advertised[broker_id] = found
+            node = self._advertised.get(node_id)
+        if node is None and self.ids_by_position and 1 <= node_id <= len(self.nodes):
+            return self.nodes[node_id - 1]
+        return node
 
     # -- one node ----------------------------------------------------------------
 

@@ -5,6 +5,7 @@ for every partition."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 
@@ -46,14 +47,17 @@ def admin_client(bootstrap: str, **settings):
                         "log_level": 2, **settings})
 
 
-def metadata_problem(bootstrap: str, brokers: set[int], timeout: float) -> str | None:
-    """None when Metadata lists every broker in `brokers` and every
-    partition has a leader; otherwise what is still missing."""
-    return bounded(lambda: _metadata_problem(bootstrap, brokers, timeout), timeout,
+def metadata_problem(bootstrap: str, brokers: set[int], timeout: float, *,
+                     addresses: set[str] = frozenset()) -> str | None:
+    """None when Metadata lists every broker in `brokers` (node ids) and one
+    advertised at each host of `addresses`, and every partition has a
+    leader; otherwise what is still missing."""
+    return bounded(lambda: _metadata_problem(bootstrap, brokers, addresses, timeout), timeout,
                    f"no answer within {timeout + DESTROY_GRACE:.0f} s (the admin client hung)")
 
 
-def _metadata_problem(bootstrap: str, brokers: set[int], timeout: float) -> str | None:
+def _metadata_problem(bootstrap: str, brokers: set[int], addresses: set[str],
+                      timeout: float) -> str | None:
     try:
         with admin_client(bootstrap, **{"reconnect.backoff.max.ms": 500}) as admin:
             meta = admin.list_topics(timeout=timeout)
@@ -61,11 +65,39 @@ def _metadata_problem(bootstrap: str, brokers: set[int], timeout: float) -> str 
         return f"metadata failed: {e}"
     leaderless = [f"{t.topic}-{p.id}" for t in meta.topics.values()
                   for p in t.partitions.values() if p.leader < 0]
-    missing = sorted(brokers - set(meta.brokers))
+    listed = [b.host for b in meta.brokers.values()]
+    missing = sorted(brokers - set(meta.brokers)) + sorted(
+        a for a in addresses if not any(same_host(a, host) for host in listed))
     if not missing and not leaderless:
         return None
     return (f"brokers not registered or fenced: {missing}; "
             f"partitions without a leader: {leaderless[:10]}")
+
+
+def same_host(a: str, b: str) -> bool:
+    """Whether two host names or addresses are one host (a broker may
+    advertise a name where kchaos knows the node by its address)."""
+    if a == b:
+        return True
+    try:
+        return socket.gethostbyname(a) == socket.gethostbyname(b)
+    except OSError:
+        return False
+
+
+def broker_hosts(bootstrap: str, timeout: float = 5.0) -> dict[int, str] | None:
+    """Metadata's brokers: node id -> the host each advertises (None: no
+    answer within timeout)."""
+    return bounded(lambda: _broker_hosts(bootstrap, timeout), timeout, None)
+
+
+def _broker_hosts(bootstrap: str, timeout: float) -> dict[int, str] | None:
+    try:
+        with admin_client(bootstrap) as admin:
+            meta = admin.list_topics(timeout=timeout)
+    except Exception:  # noqa: BLE001 — KafkaException: nobody knows
+        return None
+    return {broker_id: b.host for broker_id, b in meta.brokers.items()}
 
 
 def partition_state(bootstrap: str, topic: str, partition: int,

@@ -157,7 +157,7 @@ def parse_spec(body: dict, source: str = "<spec>") -> SystemSpec:
                       ready_timeout=float(body.get("ready_timeout", SystemSpec.ready_timeout)),
                       controllers=controllers, distribution=distribution, source=source)
     known_placeholders = PLACEHOLDERS + DISTRIBUTIONS.get(distribution, ())
-    for where, template in _templates(spec):
+    for where, template in templates(spec):
         _check_template(template, known_placeholders,
                         lambda why, where=where: bad(where, why))
     return spec
@@ -194,7 +194,8 @@ def _daemon(d: dict, i: int, bad) -> Daemon:
                   stop_timeout=float(d.get("stop_timeout", Daemon.stop_timeout)))
 
 
-def _templates(spec: SystemSpec):
+def templates(spec: SystemSpec):
+    """(where, template) of every placeholder-holding string in spec."""
     yield "peer", spec.peer
     for i, d in enumerate(spec.daemons):
         for a in d.argv:

@@ -8,7 +8,8 @@
 #
 #   sh docker/build-offline-base.sh [IMAGE]
 #
-# Idempotent: does nothing when IMAGE exists. Needs root, debootstrap and a
+# Idempotent: does nothing when IMAGE exists with today's package list (its
+# io.kchaos.packages label); an image of an older list is rebuilt. Needs root, debootstrap and a
 # running Docker daemon. MIRROR overrides the Debian mirror; without it the
 # first Debian archive in /etc/apt (deb822 .sources or one-line .list) is
 # used, so the repository names no mirror of its own.
@@ -31,10 +32,12 @@ if [ -z "$MIRROR" ]; then
 fi
 # Python 3.11 with venv for the node's own venv, and the node's tools:
 # iptables (partitions), fuse3 (the disk gate), procps/iproute2 (pgrep, ss),
-# util-linux (setsid, mountpoint), openssh-server (the ssh backend).
-PACKAGES="python3,python3-venv,iptables,fuse3,libfuse3-3,procps,iproute2,util-linux,openssh-server,ca-certificates"
+# util-linux (setsid, mountpoint), openssh-server (the ssh backend), and a
+# Java runtime for Apache Kafka (--db kafka; its jars are copied in at run time).
+PACKAGES="python3,python3-venv,iptables,fuse3,libfuse3-3,procps,iproute2,util-linux,openssh-server,ca-certificates,openjdk-17-jre-headless"
 
-if docker image inspect "$IMAGE" >/dev/null 2>&1; then
+if [ "$(docker image inspect -f '{{index .Config.Labels "io.kchaos.packages"}}' "$IMAGE" \
+        2>/dev/null)" = "$PACKAGES" ]; then
     echo "offline base $IMAGE exists"
     exit 0
 fi
@@ -58,5 +61,6 @@ rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache
 tar -C "$root" -c . | docker import \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'LABEL io.kchaos=1' \
+    --change "LABEL io.kchaos.packages=$PACKAGES" \
     --change 'CMD ["/bin/bash"]' - "$IMAGE" > /dev/null
 echo "offline base $IMAGE built"

@@ -128,3 +128,29 @@ def test_a_broker_that_never_gets_ready_fails_with_its_log_tail(tmp_path):
             db.start_all(backend.nodes, timeout=20)
         for node in backend.nodes:
             db.teardown(node)
+
+
+def test_brokers_that_choose_their_own_ids_are_found_by_address(tmp_path):
+    """The reference broker told ids 101..103, not 1..N: readiness and the
+    role lookups match brokers to nodes by the address each advertises."""
+    from cluster.readiness import broker_hosts, partition_state
+    from tests.cluster.test_db import create_topic
+    reference = load_spec(EXAMPLES / "reference.toml")
+    body = {"name": "offset ids", "port": 9092, "broker": "broker", "daemon": [
+        {"name": d.name, "on": d.on, "argv": [a.replace("{node_id}", "10{node_id}")
+                                              for a in d.argv]}
+        for d in reference.daemons]}
+    spec = parse_spec(body)
+    with make_backend("loopback", tmp_path / "nodes", node_count=3) as backend:
+        db = CommandDB(spec)
+        try:
+            db.start_all(backend.nodes, timeout=60)
+            create_topic(db, "t")
+            hosts = broker_hosts(db.bootstrap_servers())
+            assert sorted(hosts) == [101, 102, 103]
+            leader, isr = partition_state(db.bootstrap_servers(), "t", 0)
+            assert db.primary("t", 0).address == hosts[leader]
+            assert sorted(n.address for n in db.in_sync("t", 0)) == sorted(hosts[i] for i in isr)
+        finally:
+            for node in backend.nodes:
+                db.teardown(node)

@@ -1,6 +1,6 @@
 """`kchaos run` on docker nodes: every fault on the correct broker is valid,
 a bug switch's recipe is detected there, the reference broker's system spec
-runs there (`--db command`), and a compose cluster kchaos did not start is
+runs there (`--db command`), so does Apache Kafka (`--db kafka`), and a compose cluster kchaos did not start is
 hurt through its containers (`--db external --docker-containers`)."""
 
 from __future__ import annotations
@@ -70,6 +70,25 @@ def test_every_fault_on_docker_nodes_is_valid(tmp_path, spark):
     assert set(hit) - {"controller"}, hit
     assert (result.run_dir / "nodes" / "n1" / "container.log").exists()
     assert result.outcome.heal_problems == []
+
+
+def test_apache_kafka_on_docker_nodes(tmp_path, spark):
+    """--db kafka there: the node image's Java runtime, Kafka's jars copied
+    into each container, partitions, kills and disk faults applied and
+    healed, and the run valid."""
+    settings = dict(time_limit=45, nemesis=["partition", "kill", "disk"], nemesis_interval=6)
+    seed = first_seed(lambda faults: {"start-partition", "kill"} <= verbs(faults)
+                      and "disk" in {f["fault"] for f in faults},
+                      within=settings["time_limit"] - SLACK, **settings)
+    config = TestConfig.build(backend="docker", db="kafka", subnet="198.18.23.0/24", seed=seed,
+                              broker_config=["min.insync.replicas=2"], recovery_time=3,
+                              final_time_limit=90, store=tmp_path, **settings)
+    result = run_and_check(config, spark, progress=Progress.quiet())
+    assert result.valid is True, (result.counts, result.suite.result.unknown, result.run_dir)
+    check_faults(result.run_dir, config)
+    assert failed(result.run_dir) == []
+    assert result.outcome.heal_problems == [] and result.outcome.node_failures == []
+    assert "Kafka Server started" in (result.run_dir / "nodes" / "n1" / "kafka.log").read_text()
 
 
 def test_a_bug_switch_is_detected_on_docker_nodes(tmp_path, spark):
