@@ -9,6 +9,7 @@ import pytest
 
 from cluster.command_db import CommandDB
 from cluster.kafka import spec_path
+from cluster.kafka.dist import DEFAULT_VERSION, TESTED_VERSIONS
 from cluster.system_spec import load_spec
 from tests.cluster.conftest import IS_ROOT, make_backend, wait_until
 from tests.cluster.test_db import TIMEOUT, create_topic, round_trip
@@ -16,15 +17,18 @@ from tests.cluster.test_db import TIMEOUT, create_topic, round_trip
 pytestmark = [pytest.mark.root, pytest.mark.skipif(not IS_ROOT, reason="namespaces need root")]
 
 
-def kafka(*, quorum: bool = False, config=()) -> CommandDB:
-    return CommandDB(load_spec(spec_path(quorum=quorum)), config=list(config))
+def kafka(*, quorum: bool = False, config=(), version: str = DEFAULT_VERSION) -> CommandDB:
+    return CommandDB(load_spec(spec_path(quorum=quorum)), config=list(config),
+                     kafka_version=version)
 
 
-@pytest.mark.parametrize("quorum, nodes", [(False, 3), (True, 6)],
-                         ids=["combined", "controller-quorum"])
-def test_kafka_serves_and_its_active_controller_moves_when_killed(tmp_path, quorum, nodes):
+@pytest.mark.parametrize("quorum, nodes, version", [
+    (False, 3, DEFAULT_VERSION), (True, 6, DEFAULT_VERSION), (False, 3, TESTED_VERSIONS[1])],
+    ids=["combined", "controller-quorum", f"combined-{TESTED_VERSIONS[1]}"])
+def test_kafka_serves_and_its_active_controller_moves_when_killed(tmp_path, quorum, nodes,
+                                                                   version):
     with make_backend("netns", tmp_path / "nodes", node_count=nodes) as backend:
-        db = kafka(quorum=quorum)
+        db = kafka(quorum=quorum, version=version)
         try:
             db.start_all(backend.nodes)
             brokers = db.broker_nodes()
@@ -49,7 +53,7 @@ def test_kafka_serves_and_its_active_controller_moves_when_killed(tmp_path, quor
                 db.teardown(node)
         for node in backend.nodes:
             log = (node.workdir / f"{db.daemons_on(node)[0]}.log").read_text()
-            assert "Kafka Server started" in log or "KafkaRaftServer" in log
+            assert f"Kafka version: {version}" in log
 
 
 def test_a_kafka_that_never_starts_shows_its_own_log(tmp_path):

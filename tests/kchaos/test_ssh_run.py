@@ -1,6 +1,7 @@
 """`kchaos run` on ssh hosts — three of the project's own network
 namespaces running a real sshd — with the reference broker installed onto
-them from this project's wheel, partitions and kills: valid. A host whose
+them from this project's wheel, partitions and kills: valid; so is Apache
+Kafka there (`--db kafka`). A host whose
 key is not the one known_hosts holds is refused before anything starts. A
 cluster already running on the hosts takes kills, pauses and partitions
 through --nodes, --broker-process and --broker-start."""
@@ -53,6 +54,23 @@ def test_partitions_and_kills_on_ssh_hosts_are_valid(hosts, tmp_path, spark):
     # The broker ran from the venv kchaos installed on each host.
     assert (tmp_path / "hosts" / "n1" / "install" / "venv" / "bin" / "python").exists()
     assert (result.run_dir / "nodes" / "n2" / "broker.log").stat().st_size > 0
+
+
+def test_apache_kafka_on_ssh_hosts(hosts, tmp_path, spark):
+    """--db kafka there: Kafka's jars copied once per host root, the hosts'
+    own java, partitions and kills applied; valid."""
+    config = ssh_config(hosts, tmp_path, db="kafka", seed=31, time_limit=30,
+                        nemesis=["partition", "kill"], nemesis_interval=6, recovery_time=3,
+                        final_time_limit=90, broker_config=["min.insync.replicas=2"])
+    result = run_and_check(config, spark, progress=Progress.quiet())
+    assert result.valid is True, (result.counts, result.suite.result.unknown, result.run_dir)
+    events = [json.loads(line) for line in
+              (result.run_dir / "history.jsonl").read_text().splitlines()]
+    assert {"start-partition", "kill"} <= {e["f"] for e in events if e["process"] == -1
+                                           and e["type"] == "info"}
+    dist = tmp_path / "hosts" / "dist" / f"kafka-{config.kafka_version}"
+    assert (dist / f"kafka-clients-{config.kafka_version}.jar").is_file()
+    assert "Kafka Server started" in (result.run_dir / "nodes" / "n3" / "kafka.log").read_text()
 
 
 def test_a_wrong_host_key_is_refused_with_how_to_fix_it(hosts, tmp_path, spark):
