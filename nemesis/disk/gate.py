@@ -235,12 +235,20 @@ class DiskGate(mfusepy.Operations):
             "st_atime": st.st_atime_ns, "st_mtime": st.st_mtime_ns, "st_ctime": st.st_ctime_ns}
 
     def _cached_attrs(self, st: os.stat_result, cached: CachedFile | None) -> dict:
+        """st's attributes with a cached file's size: what readers see, dirty
+        or not. A writeback may end between the stat of the backing file and
+        here, and the stat then holds the size from before it: told that
+        smaller size, the kernel would shrink the file and answer reads
+        beyond it with EOF (seen as Kafka's "Unexpected EOF while attempting
+        to read the next batch" on its metadata log)."""
         attrs = self._attrs(st)
-        if cached is not None and cached.dirty:
-            attrs["st_size"] = cached.size
-            attrs["st_blocks"] = (cached.size + 511) // 512
-            if cached.mtime_ns is not None:
-                attrs["st_mtime"] = attrs["st_ctime"] = max(cached.mtime_ns, st.st_mtime_ns)
+        if cached is not None:
+            with cached.lock:
+                size, mtime_ns = cached.size, cached.mtime_ns
+            attrs["st_size"] = size
+            attrs["st_blocks"] = (size + 511) // 512
+            if mtime_ns is not None:
+                attrs["st_mtime"] = attrs["st_ctime"] = max(mtime_ns, st.st_mtime_ns)
         return attrs
 
     # -- looking -----------------------------------------------------------
