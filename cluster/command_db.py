@@ -171,13 +171,14 @@ class CommandDB(DaemonDB):
             self._expected.discard((node.name, name))
             node.stop_daemon(name, sig=daemon.stop_signal, timeout=daemon.stop_timeout)
 
-    def kill(self, node: Node) -> None:
-        for name in self.daemons_on(node):
+    def kill(self, node: Node, *, daemon: str | None = None) -> None:
+        """Every daemon of node, or only `daemon` (a recipe's broker alone)."""
+        for name in [daemon] if daemon else self.daemons_on(node):
             self._expected.discard((node.name, name))
             node.stop_daemon(name, sig=signal.SIGKILL)
 
-    def pause(self, node: Node) -> None:
-        for name in self.daemons_on(node):
+    def pause(self, node: Node, *, daemon: str | None = None) -> None:
+        for name in [daemon] if daemon else self.daemons_on(node):
             node.signal(name, signal.SIGSTOP)
 
     def resume(self, node: Node) -> None:

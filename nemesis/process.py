@@ -17,10 +17,10 @@ from cluster.db import Kill, Pause
 from nemesis.core import Cluster, FaultError, choose_targets, names
 
 
-def only_broker(broker_only: bool) -> dict:
+def only_broker(db, broker_only: bool) -> dict:
     """The keyword a DB adapter's kill and pause take to spare all but the
-    broker (cluster/db.py, ReferenceDB)."""
-    return {"daemon": "broker"} if broker_only else {}
+    broker daemon (cluster/db.py, cluster/command_db.py)."""
+    return {"daemon": db.broker_daemon} if broker_only else {}
 
 
 class _SignalFault:
@@ -64,7 +64,7 @@ class PauseFault(_SignalFault):
     start_f, stop_f, capability = "pause", "resume", Pause
 
     def hurt(self, db: Pause, node) -> None:
-        db.pause(node, **only_broker(self.broker_only))
+        db.pause(node, **only_broker(db, self.broker_only))
 
     def help(self, db: Pause, node) -> None:
         db.resume(node)
@@ -77,7 +77,7 @@ class KillFault(_SignalFault):
     start_f, stop_f, capability = "kill", "restart", Kill
 
     def hurt(self, db: Kill, node) -> None:
-        db.kill(node, **only_broker(self.broker_only))
+        db.kill(node, **only_broker(db, self.broker_only))
 
     def help(self, db: Kill, node) -> None:
         db.start(node)

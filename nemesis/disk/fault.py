@@ -296,7 +296,7 @@ class DiskFault:
                 command(node, "stall", python=python)
                 stalled.append(node)
             for node in targets:
-                cluster.db.kill(node, **only_broker(self.broker_only))
+                cluster.db.kill(node, **only_broker(cluster.db, self.broker_only))
                 self.nodes.append(node)     # restarted by stop even if the drop fails
             dropped = {}
             for node in targets:
