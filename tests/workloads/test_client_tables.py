@@ -1,6 +1,7 @@
 """The client adapters without a broker: the settings' checks, the error
 tables with each library's own error objects (one rule, one case per
-library), and the shared pieces of docs/history.md's values."""
+library; the Java client's exceptions made in a real JVM), and the shared
+pieces of docs/history.md's values."""
 
 from __future__ import annotations
 
@@ -13,18 +14,14 @@ import pytest
 from confluent_kafka import KafkaError
 from kafka import errors as KErrors
 
-from workloads.clients import LIBRARIES, ClientSettings, Outcome, make_producer
-from workloads.clients import confluent, kafka_python
+from workloads.clients import ClientSettings, Outcome, make_producer
+from workloads.clients import confluent, java, kafka_python
+from workloads.clients import jvm as jvms
 from workloads.clients.base import read, verdict
 
 
-@pytest.fixture(params=LIBRARIES)
-def library(request):
-    return request.param
-
-
 def test_unknown_library_names_the_known_ones():
-    with pytest.raises(ValueError, match="'confluent-kafka', 'kafka-python'"):
+    with pytest.raises(ValueError, match="'confluent-kafka', 'kafka-python', 'java'"):
         make_producer("librdkafka", "127.0.0.1:9", ClientSettings(), "p")
 
 
@@ -112,6 +109,7 @@ RULES = [
 ]
 
 
+@pytest.mark.parametrize("library", ["confluent-kafka", "kafka-python"])
 @pytest.mark.parametrize("rule, confluent_error, kafka_python_error, retries, expected",
                          RULES, ids=[rule[0] for rule in RULES])
 def test_error_tables(library, rule, confluent_error, kafka_python_error, retries, expected):
@@ -119,6 +117,101 @@ def test_error_tables(library, rule, confluent_error, kafka_python_error, retrie
         assert confluent.classify(confluent_error, retries) == expected
     else:
         assert kafka_python.classify(kafka_python_error, retries) == expected
+
+
+E = "org.apache.kafka.common.errors."
+# The same rules with the Java client's exceptions: (rule, exception class,
+# retries, the name the history gives it, expected). The one difference:
+# the Java producer retries UNKNOWN_TOPIC_OR_PARTITION, so it is certain
+# only without retries.
+JAVA_RULES = [
+    ("invalid config", "org.apache.kafka.common.config.ConfigException", None,
+     "ConfigException", "fail"),
+    ("invalid argument", "java.lang.IllegalArgumentException", None,
+     "IllegalArgumentException", "fail"),
+    ("closed client", "java.lang.IllegalStateException", None, "IllegalStateException", "fail"),
+    ("topic authorization", E + "TopicAuthorizationException", None,
+     "TOPIC_AUTHORIZATION_FAILED", "fail"),
+    ("group authorization", E + "GroupAuthorizationException", None,
+     "GROUP_AUTHORIZATION_FAILED", "fail"),
+    ("unknown topic, no retries", E + "UnknownTopicOrPartitionException", 0,
+     "UNKNOWN_TOPIC_OR_PARTITION", "fail"),
+    ("unknown topic, retried", E + "UnknownTopicOrPartitionException", None,
+     "UNKNOWN_TOPIC_OR_PARTITION", "info"),
+    ("record too large", E + "RecordTooLargeException", None, "MESSAGE_TOO_LARGE", "fail"),
+    ("invalid record", "org.apache.kafka.common.InvalidRecordException", None, "INVALID_RECORD",
+     "fail"),
+    ("corrupt record, no retries", E + "CorruptRecordException", 0, "CORRUPT_MESSAGE", "fail"),
+    ("corrupt record, retried", E + "CorruptRecordException", None, "CORRUPT_MESSAGE", "info"),
+    ("not enough replicas, no retries", E + "NotEnoughReplicasException", 0,
+     "NOT_ENOUGH_REPLICAS", "fail"),
+    ("not enough replicas, retried", E + "NotEnoughReplicasException", 3,
+     "NOT_ENOUGH_REPLICAS", "info"),
+    ("rebalance in progress", E + "RebalanceInProgressException", None,
+     "REBALANCE_IN_PROGRESS", "fail"),
+    ("illegal generation", E + "IllegalGenerationException", None, "ILLEGAL_GENERATION", "fail"),
+    ("unknown member", E + "UnknownMemberIdException", None, "UNKNOWN_MEMBER_ID", "fail"),
+    ("commit refused", "org.apache.kafka.clients.consumer.CommitFailedException", None,
+     "CommitFailedException", "fail"),
+    ("fenced instance", E + "FencedInstanceIdException", None, "FENCED_INSTANCE_ID", "fail"),
+    ("delivery timeout", E + "TimeoutException", None, "REQUEST_TIMED_OUT", "info"),
+    ("a Future's wait ran out", "java.util.concurrent.TimeoutException", 0,
+     "REQUEST_TIMED_OUT", "info"),
+    ("disconnect", E + "DisconnectException", 0, "DisconnectException", "info"),
+    ("network exception", E + "NetworkException", 0, "NETWORK_EXCEPTION", "info"),
+    ("not leader", E + "NotLeaderOrFollowerException", 0, "NOT_LEADER_OR_FOLLOWER", "info"),
+    ("appended, not replicated", E + "NotEnoughReplicasAfterAppendException", 0,
+     "NOT_ENOUGH_REPLICAS_AFTER_APPEND", "info"),
+    ("coordinator moved", E + "NotCoordinatorException", 0, "NOT_COORDINATOR", "info"),
+    ("idempotence: out of order", E + "OutOfOrderSequenceException", 0,
+     "OUT_OF_ORDER_SEQUENCE_NUMBER", "info"),
+    ("unknown server error", E + "UnknownServerException", 0, "UNKNOWN_SERVER_ERROR", "info"),
+    ("unlisted client error", "org.apache.kafka.common.KafkaException", 0, "KafkaException",
+     "info"),
+]
+
+
+@pytest.fixture(scope="module")
+def java_classes():
+    """A real client JVM, for the Java client's own exception objects."""
+    jvm = jvms.acquire()
+    yield jvm, jvm.call(lambda: java._classes(jvm), 60)
+    jvms.release(jvm)
+
+
+def make(jvm, name: str, *args):
+    cls = jvm.jvm
+    for part in name.split("."):
+        cls = getattr(cls, part)
+    return cls(*args)
+
+
+@pytest.mark.parametrize("rule, exception, retries, name, expected", JAVA_RULES,
+                         ids=[rule[0] for rule in JAVA_RULES])
+def test_java_error_table(java_classes, rule, exception, retries, name, expected):
+    jvm, c = java_classes
+    error = jvm.call(lambda: java.describe(c, make(jvm, exception, "what happened")), 10)
+    assert error.split(": ")[0] == name
+    assert java.classify(error, retries) == expected
+
+
+def test_java_error_descriptions(java_classes):
+    # A Future's ExecutionException stands for its cause, another's cause is
+    # told in the message; a Future's own wait that ran out, and an
+    # exception without a message, get the caller's words.
+    jvm, c = java_classes
+    cause = make(jvm, E + "NotLeaderOrFollowerException", "moved")
+    wrapped = make(jvm, "java.util.concurrent.ExecutionException", cause)
+    assert jvm.call(lambda: java.describe(c, wrapped), 10) == "NOT_LEADER_OR_FOLLOWER: moved"
+    admin = make(jvm, "org.apache.kafka.common.KafkaException", "Failed to create", cause)
+    assert jvm.call(lambda: java.describe(c, admin), 10) \
+        == "KafkaException: Failed to create (caused by NotLeaderOrFollowerException: moved)"
+    waited = make(jvm, "java.util.concurrent.TimeoutException", "Timeout after waiting for 0 ms")
+    assert jvm.call(lambda: java.describe(c, waited, "no answer within 1 s"), 10) \
+        == "REQUEST_TIMED_OUT: no answer within 1 s"
+    silent = make(jvm, E + "DisconnectException")
+    assert jvm.call(lambda: java.describe(c, silent, "no answer within 1 s"), 10) \
+        == "DisconnectException: no answer within 1 s"
 
 
 def test_error_descriptions():

@@ -20,7 +20,7 @@ from __future__ import annotations
 from workloads.clients.base import (ClientSettings, ConsumerClient, Outcome,
                                     ProducerClient)
 
-LIBRARIES = ("confluent-kafka", "kafka-python")
+LIBRARIES = ("confluent-kafka", "kafka-python", "java")
 
 
 def _library(library: str):
@@ -30,6 +30,10 @@ def _library(library: str):
     if library == "kafka-python":
         from workloads.clients import kafka_python
         return kafka_python.KafkaPythonProducer, kafka_python.KafkaPythonConsumer
+    if library == "java":
+        # Apache Kafka's own client, in JVMs of its own (java.py, jvm.py).
+        from workloads.clients import java, java_consumer
+        return java.JavaProducer, java_consumer.JavaConsumer
     raise ValueError(f"library={library!r}: not a known client library; "
                      f"use one of {', '.join(repr(name) for name in LIBRARIES)}")
 

@@ -1,0 +1,175 @@
+"""What only the Java client has, with real JVMs and a real broker: a
+cluster that cannot be reached, a client JVM that is killed (kill -9) or
+hangs (SIGSTOP) — in an adapter and in the queue workload, which goes on."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cluster.broker_process import BrokerProcess, free_port
+from history_analysis.history import HistoryWriter
+from history_analysis.history.reader import HistoryReader
+from workloads.clients import ClientSettings, Outcome, java, make_consumer, make_producer
+from workloads.queue import Stats, run_queue
+from workloads.queue_config import QueueConfig, Target
+
+TIMEOUT = 30
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    with BrokerProcess(tmp_path_factory.mktemp("broker") / "data",
+                       config=["auto.create.topics.enable=false"]) as process:
+        yield process
+
+
+@pytest.fixture
+def topic(broker):
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=2,
+                                  replication_factor=1)])[name].result(TIMEOUT)
+    return name
+
+
+@pytest.fixture
+def clients():
+    made = []
+    yield made
+    for client in made:
+        client.close()
+
+
+def test_an_unreachable_cluster_fails_or_is_unknown_with_a_readable_error(clients):
+    bootstrap = f"127.0.0.1:{free_port()}"     # nothing listens there
+    settings = ClientSettings(max_block_ms=1000, default_api_timeout_ms=1500)
+    p = make_producer("java", bootstrap, settings, "p-unreachable")
+    c = make_consumer("java", bootstrap, settings, "c-unreachable", "g")
+    clients += [p, c]
+
+    def timed(operation, bound: float) -> Outcome:
+        started = time.monotonic()
+        outcome = operation()
+        assert time.monotonic() - started < bound, outcome
+        return outcome
+    # The first operations of a client may start a JVM and warm it up
+    # (java.WARM_UP_TIMEOUT: the cluster never answers it).
+    first = 5 + java.WARM_UP_TIMEOUT
+    sent = timed(lambda: p.send([("t", 0, 1), ("t", 0, 2)], 3), first + 2)
+    # Never queued: the topic's metadata never came.
+    assert sent.type == "fail", sent
+    assert sent.error.startswith("REQUEST_TIMED_OUT: Topic t not present in metadata after "
+                                 "1000 ms."), sent
+    assert timed(lambda: c.assign([("t", 0)], True), first).type == "ok"    # local
+    assert timed(lambda: c.poll(0.5), 3) == Outcome("ok", {"reads": [], "rebalances": []})
+    # A commit retried until its timeout: `info`, as any unanswered commit.
+    committed = timed(lambda: c.commit("g", [("t", 0, 1)]), 4)
+    assert committed.type == "info" and committed.error.startswith("REQUEST_TIMED_OUT: ")
+    for read in (timed(lambda: c.committed("g", [("t", 0)], 1), 3),
+                 timed(lambda: c.end_offsets([("t", 0)], 1), 3)):
+        assert read.type == "fail" and read.error.startswith("REQUEST_TIMED_OUT: "), read
+
+
+def test_a_killed_jvm_ends_the_poll_in_flight_and_the_next_operation_as_info(broker, topic,
+                                                                           clients):
+    c = make_consumer("java", broker.bootstrap, ClientSettings(), "c-killed", None)
+    clients.append(c)
+    assert c.assign([(topic, 0)], True).type == "ok"
+    assert c.poll(0.5).type == "ok"
+    polled: list[Outcome] = []
+    poller = threading.Thread(target=lambda: polled.append(c.poll(20)))
+    poller.start()
+    time.sleep(1.0)                         # the poll waits in the JVM for records
+    pid = c.jvm.pid
+    os.kill(pid, signal.SIGKILL)
+    poller.join(10)
+    assert not poller.is_alive(), "a poll outlived its JVM"
+    assert polled[0].type == "info", polled
+    assert polled[0].error.startswith(f"JVM_EXITED: the client's JVM (pid {pid}) exited "
+                                      f"(signal SIGKILL)")
+    assert c.end_offsets([(topic, 0)], 5).type == "info"
+
+
+def test_a_killed_jvm_makes_the_next_send_info_and_a_new_client_works(broker, topic, clients):
+    p = make_producer("java", broker.bootstrap, ClientSettings(), "p-killed")
+    clients.append(p)
+    assert p.send([(topic, 0, 1)], 10).type == "ok"
+    os.kill(p.jvm.pid, signal.SIGKILL)
+    p.jvm.process.wait(TIMEOUT)
+    outcome = p.send([(topic, 0, 2)], 10)
+    assert outcome == Outcome("info", {"sends": [
+        {"topic": topic, "partition": 0, "value": 2, "offset": None}]}, outcome.error)
+    assert outcome.error.startswith("JVM_EXITED: ")
+    p.close()
+    again = make_producer("java", broker.bootstrap, ClientSettings(), "p-again")
+    clients.append(again)
+    assert again.send([(topic, 0, 3)], 10).value["sends"][0]["offset"] == 1
+
+
+def test_a_hung_jvm_is_killed_and_its_send_is_info(broker, topic, clients, monkeypatch):
+    monkeypatch.setattr(java, "GRACE", 1.0)     # the wait past Kafka's own timeouts
+    p = make_producer("java", broker.bootstrap, ClientSettings(max_block_ms=500), "p-hung")
+    clients.append(p)
+    assert p.send([(topic, 0, 1)], 10).type == "ok"
+    process = p.jvm.process
+    os.kill(process.pid, signal.SIGSTOP)
+    started = time.monotonic()
+    outcome = p.send([(topic, 0, 2)], 1.0)
+    elapsed = time.monotonic() - started
+    assert outcome.type == "info", outcome
+    assert outcome.error.startswith("JVM_UNRESPONSIVE: no answer within 2.5 s; the client's "
+                                    f"JVM (pid {process.pid}) was killed")
+    assert 2.4 < elapsed < 6
+    assert process.poll() == -signal.SIGKILL
+
+
+def test_the_queue_workload_goes_on_when_its_jvms_are_killed(broker, topic, tmp_path):
+    config = QueueConfig(client="java", partitions=2, concurrency=2, rate=20,
+                         consumer_mode="assign")
+    path = tmp_path / "history.jsonl"
+    history = HistoryWriter(path)
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            run_queue(config, Target(broker.bootstrap, (topic,), ("g",), seed=1), history,
+                      25.0, Stats())
+        except BaseException as e:  # noqa: BLE001 — asserted on below
+            failures.append(e)
+
+    def ok_slots() -> set[int]:
+        return {e["process"] % 2 for e in map(json.loads, path.read_text().splitlines())
+                if e["type"] == "ok"}
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    deadline = time.monotonic() + 15
+    while ok_slots() != {0, 1} and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ok_slots() == {0, 1}, "the workers did not start"
+    # Every client JVM of this process, the workers' among them.
+    pids = subprocess.run(["pgrep", "-P", str(os.getpid()), "-f", "py4j.GatewayServer"],
+                          capture_output=True, text=True).stdout.split()
+    for pid in pids:
+        os.kill(int(pid), signal.SIGKILL)
+    runner.join(60)
+    history.close()
+    assert not runner.is_alive() and not failures, failures
+    events = list(HistoryReader(path))
+    for slot in (0, 1):     # the producer's and the consumer's
+        ends = [e for e in events if e["process"] % 2 == slot and e["type"] != "invoke"]
+        crashed = [i for i, e in enumerate(ends)
+                   if e["type"] == "info" and e["error"].startswith("JVM_EXITED: ")]
+        assert crashed, f"slot {slot}: no operation ended by its JVM's death"
+        after = ends[crashed[0] + 1:]
+        assert any(e["type"] == "ok" and e["process"] > ends[crashed[0]]["process"]
+                   for e in after), f"slot {slot} did not go on as a new process"
