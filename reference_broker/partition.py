@@ -45,8 +45,9 @@ class ProduceResult:
     error: ErrorCode
     base_offset: int = -1
     log_start_offset: int = -1
-    message: str | None = None
+    message: str | None = None     # for the log: Kafka's answer carries none (produce.py)
     last_offset: int = -1
+    log_append_time: int = -1       # a duplicate's: its cached batch's max timestamp
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,13 @@ class Partition:
         return self.check_epoch(current_leader_epoch) or (
             ErrorCode.none if self.is_leader else ErrorCode.not_leader_or_follower)
 
+    def replica_error(self, current_leader_epoch: int = -1) -> ErrorCode:
+        """The same check without leadership (requireLeader=false): what a
+        consumer's fetch from a follower meets (KIP-392)."""
+        return self.check_epoch(current_leader_epoch) or (
+            ErrorCode.none if self.is_leader or self.follower is not None
+            else ErrorCode.not_leader_or_follower)
+
     # -- the leader's side -----------------------------------------------
 
     def append(self, records: bytes, max_batch_bytes: int, acks: int = 1) -> ProduceResult:
@@ -203,6 +211,13 @@ class Partition:
         the ISR is below min.insync.replicas (NOT_ENOUGH_REPLICAS)."""
         if self.leader is None:
             return ProduceResult(ErrorCode.not_leader_or_follower)
+        # The log start offset of an error answer is Kafka's: -1 for the
+        # errors ReplicaManager.appendToLocalLog lists (unknown partition, not
+        # leader, record too large, corrupt records) and for those
+        # KafkaApis finds before the log (ProduceRequest.validateRecords: one
+        # batch per partition); the partition's own for every other error
+        # (its generic branch, processFailedRecord).
+        headers = []
         try:
             headers = parse_batches(records)
             # Kafka's LogValidator: one v2 batch per partition, counts that
@@ -211,7 +226,8 @@ class Partition:
         except CorruptRecordError as e:
             return ProduceResult(ErrorCode.corrupt_message, message=str(e))
         except InvalidRecordError as e:
-            return ProduceResult(ErrorCode.invalid_record, message=str(e))
+            start = -1 if len(headers) > 1 else self.log.log_start_offset
+            return ProduceResult(ErrorCode.invalid_record, start, message=str(e))
         if not headers:
             # ProduceRequest.validateRecords (v3+): at least one batch, else
             # InvalidRecordException, which KafkaApis answers INVALID_RECORD.
@@ -224,7 +240,8 @@ class Partition:
         if acks == -1:
             error = self.leader.acks_all_check()
             if error:
-                return ProduceResult(error, message="the ISR is below min.insync.replicas")
+                return ProduceResult(error, -1, self.log.log_start_offset,
+                                     message="the ISR is below min.insync.replicas")
         retry = False
         try:
             for header in headers:
@@ -236,12 +253,15 @@ class Partition:
             # for the whole request). acks=all still waits for it.
             if self.deduplicate:
                 return ProduceResult(ErrorCode.none, dup.first_offset, self.log.log_start_offset,
-                                     last_offset=dup.last_offset)
+                                     last_offset=dup.last_offset,
+                                     log_append_time=dup.max_timestamp)
             retry = True  # bug switch no-idempotent-dedup: written again
         except OutOfOrderSequence as e:
-            return ProduceResult(ErrorCode.out_of_order_sequence_number, message=str(e))
+            return ProduceResult(ErrorCode.out_of_order_sequence_number, -1,
+                                 self.log.log_start_offset, message=str(e))
         except InvalidProducerEpoch as e:
-            return ProduceResult(ErrorCode.invalid_producer_epoch, message=str(e))
+            return ProduceResult(ErrorCode.invalid_producer_epoch, -1,
+                                 self.log.log_start_offset, message=str(e))
         info = self.log.append_as_leader(records, self.leader_epoch, headers)
         if not retry:  # a re-written retry leaves the producer's sequence where it was
             for header in info.batches:
@@ -280,6 +300,7 @@ class Partition:
         elif self.log.log_end_offset > end:
             for header in parse_batches(fetched.records, verify_crc=False):
                 self.producers.record(header)
+        self._wake()    # a consumer long-polling this follower (KIP-392) re-reads
 
     def truncate_out_of_range(self, leader_log_end_offset: int) -> None:
         end = self.log.log_end_offset

@@ -35,11 +35,16 @@ NO_PRODUCER_EPOCH = -1
 class DuplicateSequence(Exception):
     """A retry of a batch already in the log: answer with its offsets."""
 
-    def __init__(self, producer_id: int, first_offset: int, last_offset: int):
+    def __init__(self, producer_id: int, first_offset: int, last_offset: int,
+                 max_timestamp: int = -1):
         super().__init__(f"duplicate batch of producer {producer_id}, already at offsets "
                          f"{first_offset}..{last_offset}")
         self.first_offset = first_offset
         self.last_offset = last_offset
+        # Kafka answers a duplicate with the cached batch's timestamp as its
+        # log append time (UnifiedLog.append: appendInfo.setLogAppendTime(
+        # duplicate.timestamp), BatchMetadata.timestamp = the batch's max).
+        self.max_timestamp = max_timestamp
 
 
 class OutOfOrderSequence(Exception):
@@ -56,6 +61,7 @@ class BatchMetadata:
     last_sequence: int
     first_offset: int
     last_offset: int
+    max_timestamp: int = -1
 
 
 @dataclass(slots=True)
@@ -93,7 +99,8 @@ class ProducerState:
             # ProducerStateEntry.findDuplicateBatch
             for batch in entry.batches:
                 if batch.first_sequence == header.base_sequence and batch.last_sequence == header.last_sequence:
-                    raise DuplicateSequence(header.producer_id, batch.first_offset, batch.last_offset)
+                    raise DuplicateSequence(header.producer_id, batch.first_offset,
+                                            batch.last_offset, batch.max_timestamp)
         if header.producer_epoch < current_epoch:
             raise InvalidProducerEpoch(
                 f"epoch of producer {header.producer_id} is {header.producer_epoch}, "
@@ -122,7 +129,8 @@ class ProducerState:
             # A transaction marker moves the epoch only (appendEndTxnMarker).
             return
         entry.batches.append(BatchMetadata(
-            header.base_sequence, header.last_sequence, header.base_offset, header.last_offset))
+            header.base_sequence, header.last_sequence, header.base_offset, header.last_offset,
+            header.max_timestamp))
 
     @classmethod
     def rebuild(cls, batches: Iterable[BatchHeader], retain: int = BATCHES_TO_RETAIN

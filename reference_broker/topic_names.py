@@ -18,3 +18,16 @@ def topic_name_error(name: str) -> str | None:
         return (f"topic name {shown} must be 1 to 249 characters of "
                 "ASCII letters, digits, '.', '_' and '-'")
     return None
+
+
+def colliding_topic(name: str, existing) -> str | None:
+    """An existing topic whose name differs from `name` only by '.' against
+    '_' (metric names cannot tell them apart): Kafka refuses the new one with
+    INVALID_TOPIC_EXCEPTION (Topic.hasCollisionChars / unifyCollisionChars,
+    ReplicationControlManager.validateNewTopicNames). The name itself
+    existing is TOPIC_ALREADY_EXISTS instead."""
+    if name in existing or ("." not in name and "_" not in name):
+        return None
+    unified = name.replace(".", "_")
+    return next((other for other in sorted(existing)
+                 if other != name and other.replace(".", "_") == unified), None)

@@ -297,15 +297,19 @@ class Controller:
         partitions at once, as Kafka's controller does since KAFKA-12670
         rather than waiting for a broker to come back."""
         topic = self.image.topics.get(name)
-        if topic is None:
-            return ErrorCode.unknown_topic_or_partition, \
-                f"The topic '{name}' does not exist.", []
+        # The changes are checked before the topic is looked up (a missing
+        # one as a topic without overrides), as Kafka's controller does:
+        # ConfigurationControlManager computes and validates the new configs
+        # first, and only a valid change learns the topic does not exist.
         try:
-            wanted = changed(topic.configs, changes)
+            wanted = changed(topic.configs if topic is not None else {}, changes)
         except InvalidRequest as e:
             return ErrorCode.invalid_request, str(e), []
         except InvalidConfig as e:
             return ErrorCode.invalid_config, str(e), []
+        if topic is None:
+            return ErrorCode.unknown_topic_or_partition, \
+                f"The topic '{name}' does not exist.", []
         if validate_only:
             return ErrorCode.none, None, []
         was_unclean = self._unclean(name)

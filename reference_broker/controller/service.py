@@ -28,7 +28,7 @@ from reference_broker.controller.records import (
     CorruptMetadataRecord, MetadataRecord, PartitionState, decode, encode,
 )
 from reference_broker.topic_configs import ConfigChange
-from reference_broker.topic_names import topic_name_error
+from reference_broker.topic_names import colliding_topic, topic_name_error
 
 log = logging.getLogger("reference_broker.controller")
 
@@ -164,10 +164,17 @@ class ControllerService:
 
     async def create_topics(self, topics: list[NewTopic], validate_only: bool
                             ) -> list[tuple[ErrorCode, str | None]]:
-        """(error, message) per topic, in order."""
+        """(error, message) per topic, in order. Names are checked against
+        the topics that existed before the request, as Kafka's
+        validateNewTopicNames does (two colliding names in one request are
+        both created, as there)."""
         results = []
+        existing = set(self.controller.image.topics)
         for topic in topics:
             problem = topic_name_error(topic.name)
+            colliding = colliding_topic(topic.name, existing)
+            if problem is None and colliding is not None:
+                problem = f"Topic '{topic.name}' collides with existing topic: {colliding}"
             if problem:
                 results.append((ErrorCode.invalid_topic_exception, problem))
                 continue

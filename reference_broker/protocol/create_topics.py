@@ -31,12 +31,20 @@ async def handle(broker, header, request):
                   error_code=ErrorCode.policy_violation,
                   error_message="Unable to perform excessively large batch operation.")
             for topic in request.topics))
+    # A name given more than once is answered once, INVALID_REQUEST, and
+    # none of its entries is created (ControllerApis.createTopics:
+    # "Duplicate topic name.", before any other check).
+    names = [t.name for t in request.topics]
+    duplicates = list(dict.fromkeys(name for name in names if names.count(name) > 1))
+    topics = [t for t in request.topics if t.name not in duplicates]
     answers = await broker.create_topics([
         NewTopic(t.name, t.num_partitions, t.replication_factor,
                  assignments=tuple((a.partition_index, tuple(a.broker_ids))
                                    for a in t.assignments),
                  configs=tuple((c.name, c.value) for c in t.configs))
-        for t in request.topics], request.validate_only)
+        for t in topics], request.validate_only) if topics else []
     return shape("CreateTopicsResponse", topics=tuple(
         shape("CreatableTopicResult", name=topic.name, error_code=error, error_message=message)
-        for topic, (error, message) in zip(request.topics, answers)))
+        for topic, (error, message) in zip(topics, answers)) + tuple(
+        shape("CreatableTopicResult", name=name, error_code=ErrorCode.invalid_request,
+              error_message="Duplicate topic name.") for name in duplicates))

@@ -9,11 +9,16 @@ progress. Errors answer at once. Fetch sessions (KIP-227) are declined with
 session id 0, which the protocol allows: clients then send full fetches.
 
 Only the leader serves (NOT_LEADER_OR_FOLLOWER elsewhere), after the
-client's leader epoch is checked (KIP-320). A fetch with a replica id is a
-follower's: it reports the follower's LEO to the leader state (which may
-move the high watermark and propose an ISR expansion), or, when the
-follower's last fetched epoch ends earlier here, answers DivergingEpoch
-and nothing else (KIP-320 truncate-on-fetch, Fetch v12).
+client's leader epoch is checked (KIP-320) — except that from v11, whose
+requests carry client metadata (a rack id), a follower serves consumers
+too, up to its own high watermark (KIP-392: Kafka's
+FetchParams.fetchOnlyLeader is false for a consumer with client metadata,
+whether or not a replica selector is configured; no preferred read replica
+is ever named here). A fetch with a replica id is a follower's: it reports
+the follower's LEO to the leader state (which may move the high watermark
+and propose an ISR expansion), or, when the follower's last fetched epoch
+ends earlier here, answers DivergingEpoch and nothing else (KIP-320
+truncate-on-fetch, Fetch v12).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from reference_broker.partition import READ_COMMITTED
 from reference_broker.protocol.shapes import Shapes
 
 CONSUMER = -1
+FOLLOWER_FETCH_VERSION = 11     # KIP-392: consumers may fetch from followers
 
 
 async def handle(broker, header, request):
@@ -64,6 +70,8 @@ def _read(broker, shape, request, replica_id, reported):
             error, records, diverging = ErrorCode.none, b"", None
             if partition is None:
                 error = broker.missing_partition_error(topic.topic, want.partition)
+            elif replica_id < 0 and request.__version__ >= FOLLOWER_FETCH_VERSION:
+                error = partition.replica_error(getattr(want, "current_leader_epoch", -1))
             else:
                 error = partition.leader_error(getattr(want, "current_leader_epoch", -1))
             if error == ErrorCode.none:
@@ -88,7 +96,13 @@ def _read(broker, shape, request, replica_id, reported):
             if diverging is not None:
                 fields["diverging_epoch"] = shape("EpochEndOffset", epoch=diverging[0],
                                                   end_offset=diverging[1])
-            ok = partition is not None and error != ErrorCode.not_leader_or_follower
+            # A partition answered with an error has no offsets to tell:
+            # ReplicaManager.readFromLog's LogReadResult for a failed read
+            # (createLogReadResult) carries UnifiedLog.UnknownOffset (-1) as
+            # high watermark, last stable and log start offset. Except, here,
+            # OFFSET_OUT_OF_RANGE, which tells where the log is (Kafka: -1
+            # too; a known divergence, docs/broker.md).
+            ok = error in (ErrorCode.none, ErrorCode.offset_out_of_range)
             datas.append(shape(
                 "PartitionData", partition_index=want.partition, error_code=error,
                 high_watermark=partition.high_watermark if ok else -1,

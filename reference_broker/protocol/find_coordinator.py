@@ -28,5 +28,7 @@ async def handle(broker, header, request):
         return shape("FindCoordinatorResponse", error_code=ErrorCode.coordinator_not_available,
                      error_message=f"{OFFSETS_TOPIC}-{index} has no leader",
                      node_id=-1, host="", port=-1)
-    return shape("FindCoordinatorResponse", error_code=ErrorCode.none, error_message=None,
+    # Kafka's answer without error carries "NONE" as its message
+    # (KafkaApis.handleFindCoordinatorRequest: Errors.NONE.message()).
+    return shape("FindCoordinatorResponse", error_code=ErrorCode.none, error_message="NONE",
                  node_id=leader.broker_id, host=leader.host, port=leader.port)

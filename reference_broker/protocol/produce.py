@@ -12,10 +12,17 @@ NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below the minimum.
 from __future__ import annotations
 
 import asyncio
+import logging
+from datetime import UTC, datetime, timedelta
 
 from kio.schema.errors import ErrorCode
 
+from reference_broker.log.batch import CorruptRecordError, parse_batches
 from reference_broker.protocol.shapes import Shapes
+
+
+log = logging.getLogger("reference_broker.produce")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class CloseConnection(Exception):
@@ -26,22 +33,36 @@ async def handle(broker, header, request):
     shape = Shapes(request)
     if request.transactional_id is not None:
         return _answer_all(shape, request, ErrorCode.transactional_id_authorization_failed)
-    if request.acks not in (0, 1, -1):
-        return _answer_all(shape, request, ErrorCode.invalid_required_acks)
+    # Per partition, in KafkaApis.handleProduceRequest's order: a partition
+    # the metadata does not have, then the request-level record checks
+    # (ProduceRequest.validateRecords: exactly one batch), then invalid acks
+    # (ReplicaManager.appendRecords refuses them all before any append,
+    # so they win over NOT_LEADER_OR_FOLLOWER too).
+    invalid_acks = request.acks not in (0, 1, -1)
     results = []    # (topic, index, partition, ProduceResult-like fields)
     for topic in request.topic_data:
         for data in topic.partition_data:
             partition = broker.partition(topic.name, data.index)
-            if partition is None:
-                results.append([topic.name, data.index, None,
-                                broker.missing_partition_error(topic.name, data.index),
-                                -1, -1, None, -1])
+            missing = broker.missing_partition_error(topic.name, data.index) \
+                if partition is None else None
+            if missing == ErrorCode.unknown_topic_or_partition:
+                error = missing
+            elif _not_one_batch(data.records):
+                error = ErrorCode.invalid_record
+            elif invalid_acks:
+                error = ErrorCode.invalid_required_acks
+            else:
+                error = missing
+            if error is not None:
+                results.append([topic.name, data.index, None, error, -1, -1, -1, -1])
             else:
                 # max.message.bytes: the topic's, else message.max.bytes.
                 max_batch = broker.topic_settings.values(topic.name)["max.message.bytes"]
                 r = partition.append(data.records or b"", max_batch, request.acks)
+                if r.message:
+                    log.debug("%s-%d: %s: %s", topic.name, data.index, r.error.name, r.message)
                 results.append([topic.name, data.index, partition, r.error, r.base_offset,
-                                r.log_start_offset, r.message, r.last_offset])
+                                r.log_start_offset, r.log_append_time, r.last_offset])
     if request.acks == -1:
         timeout_s = request.timeout.total_seconds()
         waiting = [(result, result[2].wait_replicated(result[7], timeout_s))
@@ -50,18 +71,35 @@ async def handle(broker, header, request):
         for (result, _), verdict in zip(waiting, verdicts):
             result[3] = verdict
     failed = any(result[3] != ErrorCode.none for result in results)
+    # error_message: Kafka sets one only for a RecordValidationException
+    # (LogValidator's per-record errors, hasCustomErrorMessage), which
+    # none of this broker's refusals is; the reason goes to the debug log.
+    # log_append_time: -1 (CreateTime topics only), except that a duplicate
+    # tells its cached batch's max timestamp, as Kafka's does.
     responses = []
     for name in dict.fromkeys(result[0] for result in results):
         responses.append(shape("TopicProduceResponse", name=name, partition_responses=tuple(
             shape("PartitionProduceResponse", index=index, error_code=error,
-                  base_offset=base, log_append_time=None, log_start_offset=start,
-                  record_errors=(), error_message=message)
-            for topic, index, _, error, base, start, message, _ in results if topic == name)))
+                  base_offset=base, log_start_offset=start, record_errors=(),
+                  log_append_time=None if append_time < 0
+                  else _EPOCH + timedelta(milliseconds=append_time), error_message=None)
+            for topic, index, _, error, base, start, append_time, _ in results
+            if topic == name)))
     if request.acks == 0:
         if failed:
             raise CloseConnection("acks=0 produce failed")
         return None
     return shape("ProduceResponse", responses=tuple(responses))
+
+
+def _not_one_batch(records: bytes | None) -> bool:
+    """ProduceRequest.validateRecords: a v3+ produce carries exactly one
+    batch per partition. Bytes that do not even frame as batches are left
+    to the log's checks (CORRUPT_MESSAGE)."""
+    try:
+        return len(parse_batches(records or b"", verify_crc=False)) != 1
+    except CorruptRecordError:
+        return False
 
 
 def _answer_all(shape, request, error):

@@ -1,0 +1,214 @@
+"""Request entities at whatever version the suite negotiated: kio has one
+dataclass per API, version and nesting level, and `Shape` keeps only the
+fields the version has, so one builder serves every version."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import fields
+from datetime import timedelta
+from functools import cache
+
+from kio.index import load_payload_module
+from kio.static.constants import EntityType
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
+OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP = 8, 9, 10, 11
+HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 12, 13, 14
+API_VERSIONS, CREATE_TOPICS = 18, 19
+INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 22, 23
+DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
+# The APIs the suite compares (ApiVersions aside: its answer is the two
+# brokers' own lists, which differ by design).
+COMPARED = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH,
+            FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, CREATE_TOPICS,
+            INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_CONFIGS,
+            INCREMENTAL_ALTER_CONFIGS)
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+EARLIEST, LATEST = -2, -1
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+@cache
+def _known(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(cls))
+
+
+class Shape:
+    def __init__(self, api_key: int, version: int):
+        self._module = load_payload_module(api_key, version, EntityType.request)
+
+    def __call__(self, entity: str, /, **values):
+        cls = getattr(self._module, entity)
+        return cls(**{k: v for k, v in values.items() if k in _known(cls)})
+
+
+def kio_max_version(api_key: int) -> int:
+    """The highest request version kio can encode (and decode the answer of)."""
+    known = []
+    for version in range(32):
+        try:
+            load_payload_module(api_key, version, EntityType.request)
+            load_payload_module(api_key, version, EntityType.response)
+        except Exception:   # noqa: BLE001 — kio's UnknownEntity / ModuleNotFoundError
+            continue
+        known.append(version)
+    return max(known)
+
+
+def api_versions(version: int = 3):
+    return Shape(API_VERSIONS, version)("ApiVersionsRequest",
+                                        client_software_name="kchaos-conformance",
+                                        client_software_version="1")
+
+
+def metadata(v: int, topics: list[str] | None):
+    s = Shape(METADATA, v)
+    return s("MetadataRequest", topics=None if topics is None else tuple(
+        s("MetadataRequestTopic", name=name, topic_id=uuid.UUID(int=0)) for name in topics),
+        allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False)
+
+
+def create_topics(v: int, topics, *, validate_only: bool = False, timeout_ms: int = 30000):
+    """topics: (name, partitions, replication factor, {partition: [brokers]}
+    or None, [(key, value)])."""
+    s = Shape(CREATE_TOPICS, v)
+    return s("CreateTopicsRequest", timeout=timedelta(milliseconds=timeout_ms),
+             validate_only=validate_only, topics=tuple(
+                 s("CreatableTopic", name=name, num_partitions=partitions,
+                   replication_factor=rf, assignments=tuple(
+                       s("CreatableReplicaAssignment", partition_index=index,
+                         broker_ids=tuple(brokers))
+                       for index, brokers in (assignment or {}).items()),
+                   configs=tuple(s("CreatableTopicConfig", name=k, value=val)
+                                 for k, val in configs))
+                 for name, partitions, rf, assignment, configs in topics))
+
+
+def describe_configs(v: int, resources, *, synonyms: bool):
+    """resources: (type, name, keys or None)."""
+    s = Shape(DESCRIBE_CONFIGS, v)
+    return s("DescribeConfigsRequest", include_synonyms=synonyms, include_documentation=False,
+             resources=tuple(s("DescribeConfigsResource", resource_type=kind,
+                               resource_name=name,
+                               configuration_keys=None if keys is None else tuple(keys))
+                             for kind, name, keys in resources))
+
+
+def incremental_alter_configs(v: int, resources, *, validate_only: bool):
+    """resources: (type, name, [(key, operation, value)])."""
+    s = Shape(INCREMENTAL_ALTER_CONFIGS, v)
+    return s("IncrementalAlterConfigsRequest", validate_only=validate_only, resources=tuple(
+        s("AlterConfigsResource", resource_type=kind, resource_name=name, configs=tuple(
+            s("AlterableConfig", name=key, config_operation=op, value=value)
+            for key, op, value in changes))
+        for kind, name, changes in resources))
+
+
+def produce(v: int, topic: str, partition: int, records: bytes, *, acks: int,
+            timeout_ms: int = 10000):
+    s = Shape(PRODUCE, v)
+    return s("ProduceRequest", transactional_id=None, acks=acks,
+             timeout=timedelta(milliseconds=timeout_ms), topic_data=(
+                 s("TopicProduceData", name=topic, topic_id=uuid.UUID(int=0), partition_data=(
+                     s("PartitionProduceData", index=partition, records=records),)),))
+
+
+def fetch(v: int, topic: str, partition: int, offset: int, *, current_leader_epoch: int = -1,
+          max_bytes: int = 1 << 20, max_wait_ms: int = 0):
+    s = Shape(FETCH, v)
+    return s("FetchRequest", cluster_id=None, replica_id=-1,
+             max_wait=timedelta(milliseconds=max_wait_ms), min_bytes=1, max_bytes=max_bytes,
+             isolation_level=0, session_id=0, session_epoch=-1, rack_id="",
+             forgotten_topics_data=(), topics=(
+                 s("FetchTopic", topic=topic, topic_id=uuid.UUID(int=0), partitions=(
+                     s("FetchPartition", partition=partition,
+                       current_leader_epoch=current_leader_epoch, fetch_offset=offset,
+                       last_fetched_epoch=-1, log_start_offset=-1,
+                       partition_max_bytes=max_bytes),)),))
+
+
+def list_offsets(v: int, topic: str, partition: int, timestamp: int, *,
+                 current_leader_epoch: int = -1):
+    s = Shape(LIST_OFFSETS, v)
+    return s("ListOffsetsRequest", replica_id=-1, isolation_level=0, topics=(
+        s("ListOffsetsTopic", name=topic, partitions=(
+            s("ListOffsetsPartition", partition_index=partition, timestamp=timestamp,
+              current_leader_epoch=current_leader_epoch, max_num_offsets=1),)),))
+
+
+def offset_for_leader_epoch(v: int, topic: str, partition: int, leader_epoch: int, *,
+                            current_leader_epoch: int = -1):
+    s = Shape(OFFSET_FOR_LEADER_EPOCH, v)
+    return s("OffsetForLeaderEpochRequest", replica_id=-1, topics=(
+        s("OffsetForLeaderTopic", topic=topic, partitions=(
+            s("OffsetForLeaderPartition", partition=partition, leader_epoch=leader_epoch,
+              current_leader_epoch=current_leader_epoch),)),))
+
+
+def init_producer_id(v: int, producer_id: int = -1, producer_epoch: int = -1):
+    return Shape(INIT_PRODUCER_ID, v)(
+        "InitProducerIdRequest", transactional_id=None,
+        transaction_timeout=timedelta(milliseconds=60000),
+        producer_id=producer_id, producer_epoch=producer_epoch)
+
+
+def find_coordinator(v: int, group: str):
+    return Shape(FIND_COORDINATOR, v)("FindCoordinatorRequest", key=group, key_type=0,
+                                      coordinator_keys=(group,))
+
+
+def join_group(v: int, group: str, member_id: str, instance_id: str | None,
+               protocols: list[tuple[str, bytes]], *, session_ms: int = 10000,
+               rebalance_ms: int = 10000):
+    s = Shape(JOIN_GROUP, v)
+    return s("JoinGroupRequest", group_id=group, session_timeout=timedelta(milliseconds=session_ms),
+             rebalance_timeout=timedelta(milliseconds=rebalance_ms), member_id=member_id,
+             group_instance_id=instance_id, protocol_type="consumer", reason=None,
+             protocols=tuple(s("JoinGroupRequestProtocol", name=name, metadata=data)
+                             for name, data in protocols))
+
+
+def sync_group(v: int, group: str, generation: int, member_id: str, instance_id: str | None,
+               assignments: list[tuple[str, bytes]]):
+    s = Shape(SYNC_GROUP, v)
+    return s("SyncGroupRequest", group_id=group, generation_id=generation, member_id=member_id,
+             group_instance_id=instance_id, protocol_type="consumer", protocol_name="range",
+             assignments=tuple(s("SyncGroupRequestAssignment", member_id=m, assignment=a)
+                               for m, a in assignments))
+
+
+def heartbeat(v: int, group: str, generation: int, member_id: str, instance_id: str | None):
+    return Shape(HEARTBEAT, v)("HeartbeatRequest", group_id=group, generation_id=generation,
+                               member_id=member_id, group_instance_id=instance_id)
+
+
+def leave_group(v: int, group: str, members: list[tuple[str, str | None]]):
+    """members: (member id, group instance id); below v3 only the first's id."""
+    s = Shape(LEAVE_GROUP, v)
+    return s("LeaveGroupRequest", group_id=group,
+             member_id=members[0][0] if members else "",
+             members=tuple(s("MemberIdentity", member_id=m, group_instance_id=i, reason=None)
+                           for m, i in members))
+
+
+def offset_commit(v: int, group: str, generation: int, member_id: str,
+                  instance_id: str | None, offsets: list[tuple[str, int, int, int, str | None]]):
+    """offsets: (topic, partition, offset, leader epoch, metadata)."""
+    s = Shape(OFFSET_COMMIT, v)
+    topics = list(dict.fromkeys(t for t, *_ in offsets))
+    return s("OffsetCommitRequest", group_id=group, generation_id_or_member_epoch=generation,
+             member_id=member_id, group_instance_id=instance_id, retention_time=-1,
+             topics=tuple(s("OffsetCommitRequestTopic", name=topic, partitions=tuple(
+                 s("OffsetCommitRequestPartition", partition_index=p, committed_offset=o,
+                   committed_leader_epoch=e, committed_metadata=m)
+                 for t, p, o, e, m in offsets if t == topic)) for topic in topics))
+
+
+def offset_fetch(v: int, group: str, partitions: dict[str, list[int]] | None):
+    s = Shape(OFFSET_FETCH, v)
+    return s("OffsetFetchRequest", group_id=group, require_stable=False, topics=None
+             if partitions is None else tuple(
+                 s("OffsetFetchRequestTopic", name=t, partition_indexes=tuple(ps))
+                 for t, ps in partitions.items()))
