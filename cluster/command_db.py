@@ -15,7 +15,6 @@ nodes that are in no Metadata, such as controllers apart from the brokers.
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Sequence
 from pathlib import PurePath
 
@@ -151,10 +150,6 @@ class CommandDB(DaemonDB):
             if not node.is_running(name):
                 self._start_daemon(node, name)
 
-    def alive(self, node: Node) -> bool:
-        """Every daemon of the node runs (heal-all starts what does not)."""
-        return all(node.is_running(name) for name in self.daemons_on(node))
-
     def _start_daemon(self, node: Node, name: str) -> None:
         daemon = self.spec.daemon(name)
         values = self.values(node)
@@ -170,17 +165,3 @@ class CommandDB(DaemonDB):
             daemon = self.spec.daemon(name)
             self._expected.discard((node.name, name))
             node.stop_daemon(name, sig=daemon.stop_signal, timeout=daemon.stop_timeout)
-
-    def kill(self, node: Node, *, daemon: str | None = None) -> None:
-        """Every daemon of node, or only `daemon` (a recipe's broker alone)."""
-        for name in [daemon] if daemon else self.daemons_on(node):
-            self._expected.discard((node.name, name))
-            node.stop_daemon(name, sig=signal.SIGKILL)
-
-    def pause(self, node: Node, *, daemon: str | None = None) -> None:
-        for name in [daemon] if daemon else self.daemons_on(node):
-            node.signal(name, signal.SIGSTOP)
-
-    def resume(self, node: Node) -> None:
-        for name in self.daemons_on(node):
-            node.signal(name, signal.SIGCONT)

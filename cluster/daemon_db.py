@@ -10,6 +10,7 @@ the broker daemon's name (`broker_daemon`) and the client port (`port`).
 
 from __future__ import annotations
 
+import signal
 import socket
 import time
 from collections.abc import Sequence
@@ -173,8 +174,28 @@ class DaemonDB:
 
     # -- one node ----------------------------------------------------------------
 
+    # Kill and pause hit the node, every daemon on it, as a crash or a freeze
+    # of the machine: a controller beside a broker is a fault target too.
+
     def alive(self, node: Node) -> bool:
-        return node.is_running(self.broker_daemon)
+        """Every daemon of the node runs (heal-all starts what does not)."""
+        return all(node.is_running(daemon) for daemon in self.daemons_on(node))
+
+    def kill(self, node: Node, *, daemon: str | None = None) -> None:
+        """Every daemon of node, or only `daemon` (a validation recipe
+        kills the broker and keeps the controller beside it)."""
+        for name in [daemon] if daemon else self.daemons_on(node):
+            self._expected.discard((node.name, name))
+            node.stop_daemon(name, sig=signal.SIGKILL)
+
+    def pause(self, node: Node, *, daemon: str | None = None) -> None:
+        for name in [daemon] if daemon else self.daemons_on(node):
+            node.signal(name, signal.SIGSTOP)
+
+    def resume(self, node: Node) -> None:
+        # In reverse: the reference broker's controller before its broker.
+        for name in reversed(self.daemons_on(node)):
+            node.signal(name, signal.SIGCONT)
 
     def teardown(self, node: Node) -> None:
         """SIGKILL every daemon of ours on node (stop_daemon continues a

@@ -16,7 +16,6 @@ needs. Two adapters:
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Sequence
 from pathlib import Path, PurePath
 from typing import Protocol, runtime_checkable
@@ -172,25 +171,6 @@ class ReferenceDB(DaemonDB):
         self._check_port_free(node, self.port)
         node.start_daemon(BROKER, self._broker_argv(node), log=node.workdir / "broker.log")
         self._expected.add((node.name, BROKER))
-
-    def alive(self, node: Node) -> bool:
-        """Every daemon of the node runs (heal-all starts what does not)."""
-        return all(node.is_running(daemon) for daemon in self.daemons_on(node))
-
-    def kill(self, node: Node, *, daemon: str | None = None) -> None:
-        """Every daemon of node, or only `daemon` (a validation recipe
-        kills brokers and keeps the controller)."""
-        for name in [daemon] if daemon else self.daemons_on(node):
-            self._expected.discard((node.name, name))
-            node.stop_daemon(name, sig=signal.SIGKILL)
-
-    def pause(self, node: Node, *, daemon: str | None = None) -> None:
-        for name in [daemon] if daemon else self.daemons_on(node):
-            node.signal(name, signal.SIGSTOP)
-
-    def resume(self, node: Node) -> None:
-        for daemon in reversed(self.daemons_on(node)):     # the controller first
-            node.signal(daemon, signal.SIGCONT)
 
     # -- inside ------------------------------------------------------------
 
