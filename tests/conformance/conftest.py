@@ -166,8 +166,11 @@ def _kafka_available() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def cluster_pairs(tmp_path_factory):
+    # Per test (one test per cluster size): four idle Kafka JVMs and their
+    # reference twins kept for a whole pytest session slowed every other
+    # test on the worker's machine (load average 28 in a make test).
     why = _kafka_available()
     if why:
         pytest.skip(f"Apache Kafka {clusters.KAFKA_VERSION} is not available: {why}")
