@@ -92,8 +92,11 @@ def test_a_power_loss_on_every_node_loses_acknowledged_records_unless_each_is_sy
         assert result.valid is True, (result.counts, result.run_dir)
     else:
         assert result.valid is False, (result.counts, result.run_dir)
-        assert {"lost-write", "unseen", "inconsistent-offsets"} & set(result.counts), \
-            result.counts
+        # What a power cut takes varies from run to run: acknowledged
+        # records, or acknowledged commits (records of __consumer_offsets,
+        # unsynced as well), which show as committed offsets gone back.
+        assert {"lost-write", "unseen", "inconsistent-offsets",
+                "stale-committed-offset"} & set(result.counts), result.counts
 
 
 @pytest.mark.slow
