@@ -13,7 +13,6 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from cluster.broker_process import BrokerProcess
 from cluster.local_cluster import LocalCluster
 from workloads.clients import (LIBRARIES, ClientSettings, Outcome, make_consumer,
                                make_producer)
@@ -22,38 +21,9 @@ TIMEOUT = 30  # s: the bound of every wait
 SETTINGS = ClientSettings()
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    """One broker for the module (topics are per test); it never creates a
-    topic by itself, so a send to a missing topic is refused."""
-    process = BrokerProcess(tmp_path_factory.mktemp("broker") / "data", config=[
-        "group.initial.rebalance.delay.ms=0", "num.partitions=2",
-        "auto.create.topics.enable=false"])
-    with process:
-        yield process
-
-
 @pytest.fixture(params=LIBRARIES)
 def library(request):
     return request.param
-
-
-@pytest.fixture
-def topic(broker):
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.create_topics([NewTopic(name, num_partitions=2,
-                                  replication_factor=1)])[name].result(TIMEOUT)
-    return name
-
-
-@pytest.fixture
-def clients():
-    """Closes every client a test made."""
-    made = []
-    yield made
-    for client in made:
-        client.close()
 
 
 def producer(library, broker, clients, settings=SETTINGS):

@@ -12,19 +12,11 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from cluster.broker_process import BrokerProcess
 from history_analysis.history.writer import HistoryWriter
 from workloads.clients import LIBRARIES, ClientSettings
 from workloads.final import EMPTY_POLLS, FinalReader
 
 TIMEOUT = 30
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("broker") / "data",
-                       config=["auto.create.topics.enable=false"]) as process:
-        yield process
 
 
 def create_topic(bootstrap: str, partitions: int) -> str:

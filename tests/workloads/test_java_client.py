@@ -10,12 +10,9 @@ import signal
 import subprocess
 import threading
 import time
-import uuid
 
-import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from cluster.broker_process import BrokerProcess, free_port
+from cluster.broker_process import free_port
 from history_analysis.history import HistoryWriter
 from history_analysis.history.reader import HistoryReader
 from workloads.clients import ClientSettings, Outcome, java, make_consumer, make_producer
@@ -23,30 +20,6 @@ from workloads.queue import Stats, run_queue
 from workloads.queue_config import QueueConfig, Target
 
 TIMEOUT = 30
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("broker") / "data",
-                       config=["auto.create.topics.enable=false"]) as process:
-        yield process
-
-
-@pytest.fixture
-def topic(broker):
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.create_topics([NewTopic(name, num_partitions=2,
-                                  replication_factor=1)])[name].result(TIMEOUT)
-    return name
-
-
-@pytest.fixture
-def clients():
-    made = []
-    yield made
-    for client in made:
-        client.close()
 
 
 def test_an_unreachable_cluster_fails_or_is_unknown_with_a_readable_error(clients):
