@@ -120,7 +120,7 @@ class Cluster:
         for path in self.db.log_files(node) if node is not None else []:
             try:
                 texts.append(node.get(path).decode(errors="replace"))
-            except (OSError, FileNotFoundError):
+            except OSError:
                 continue
         return "\n".join(texts)
 
