@@ -357,3 +357,11 @@ def test_a_fault_on_a_node_without_a_gate_names_it(tmp_path):
     assert heal(Cluster([node], db=None)) == []
     with pytest.raises(ValueError, match="mode='slow'"):
         DiskFault("slow")
+
+
+def test_unmount_all_on_a_node_whose_workdir_was_never_made(tmp_path):
+    """A run killed in setup leaves nodes whose directories do not exist yet;
+    `kchaos clean` unmounts nothing there instead of failing on them."""
+    node = LocalNode("unborn", "127.0.0.1", tmp_path / "scratch" / "n2")
+    assert gate_mounts(node) == []
+    assert unmount_all([node]) == []
