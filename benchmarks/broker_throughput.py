@@ -6,6 +6,8 @@ acks=all; prints records/s, MB/s and produce latency percentiles.
         [--linger-ms MS] [--batch-size BYTES]
         [--bootstrap HOST:PORT [--replication-factor R] | --cluster N]
         [--disk-gate [--disk-gate-writeback-delay S]]
+    python benchmarks/broker_throughput.py --side-by-side [--records N]
+        [--systems reference,kafka] [--nodes 1,3] [--processes 1,4] [--write-docs]
 
 Without --bootstrap or --cluster it starts one reference broker on a loopback
 port (data in a temporary directory, removed afterwards). With --cluster N it
@@ -29,6 +31,10 @@ producer batches with linger.ms=5 and librdkafka's default batch.size unless
 --linger-ms / --batch-size say otherwise (the header line shows both); every
 record still waits for its own acknowledgement and its latency is measured
 from produce() to the delivery report.
+
+--side-by-side measures the reference broker and Apache Kafka in one run,
+on 1 and 3 nodes, with 1 and 4 client processes (benchmarks/side_by_side.py;
+`--side-by-side --help` lists its options).
 """
 
 from __future__ import annotations
@@ -62,7 +68,8 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 
 def produce(bootstrap: str, topic: str, records: int, acks: str,
-            client_config: dict | None = None) -> dict:
+            client_config: dict | None = None, latencies_out: list | None = None) -> dict:
+    """Produce records; latencies_out, if given, gets every record's latency (s)."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": LINGER_MS,
                          **(client_config or {})})
     latencies: list[float] = []
@@ -76,11 +83,14 @@ def produce(bootstrap: str, topic: str, records: int, acks: str,
             if err is not None:
                 errors.append(err)
             latencies.append(time.perf_counter() - sent_at)
+        stalled_until = time.perf_counter() + TIMEOUT
         while True:
             try:
                 producer.produce(topic, value, partition=n % PARTITIONS, on_delivery=report)
                 break
             except BufferError:  # the client's queue is full: let it drain
+                if time.perf_counter() > stalled_until:
+                    raise RuntimeError(f"produce: the client's queue stayed full for {TIMEOUT} s")
                 producer.poll(0.05)
         if n % 1000 == 0:
             producer.poll(0)
@@ -90,20 +100,25 @@ def produce(bootstrap: str, topic: str, records: int, acks: str,
     if errors:
         raise RuntimeError(f"produce: {len(errors)} failed, first: {errors[0]}")
     latencies.sort()
+    if latencies_out is not None:
+        latencies_out.extend(latencies)
     return {"seconds": seconds, "records_per_s": records / seconds,
             "mb_per_s": records * VALUE_BYTES / seconds / 1e6,
             "p50_ms": percentile(latencies, 0.5) * 1000, "p99_ms": percentile(latencies, 0.99) * 1000}
 
 
-def consume(bootstrap: str, topic: str, records: int) -> dict:
+def consume(bootstrap: str, topic: str, records: int,
+            partitions: list[int] | None = None) -> dict:
+    """Consume records from partitions (default: all PARTITIONS) from offset 0."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4()}",
                          "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    partitions = range(PARTITIONS) if partitions is None else partitions
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
     received = 0
     start = time.perf_counter()
     deadline = start + TIMEOUT
     while received < records and time.perf_counter() < deadline:
-        for msg in consumer.consume(10_000, 1.0):
+        for msg in consumer.consume(min(10_000, records - received), 1.0):
             if msg.error() is None:
                 received += 1
     seconds = time.perf_counter() - start
@@ -176,7 +191,13 @@ def print_cpu(brokers: list[int], gates: list[int]) -> None:
 
 
 def main() -> int:
+    if "--side-by-side" in sys.argv[1:]:
+        from side_by_side import main as side_by_side
+        return side_by_side([a for a in sys.argv[1:] if a != "--side-by-side"])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--side-by-side", action="store_true",
+                        help="the reference broker and Kafka in one run, 1 and 3 nodes, 1 and "
+                             "4 client processes (`--side-by-side --help`: its options)")
     target = parser.add_mutually_exclusive_group()
     target.add_argument("--bootstrap", help="measure this broker instead of starting one")
     target.add_argument("--cluster", type=int, metavar="N",

@@ -1,5 +1,6 @@
-"""`kchaos validate`: the recipe matrix (kchaos/validate.py) and, with
---generic, the generic nemesis's detection power (kchaos/generic.py)
+"""`kchaos validate`: the recipe matrix (kchaos/validate.py); with
+--generic, the generic nemesis's detection power (kchaos/generic.py); with
+--kafka, the evidence on Apache Kafka (kchaos/kafka_evidence.py)
 (registered on the `kchaos` group by kchaos/cli.py)."""
 
 from __future__ import annotations
@@ -27,8 +28,15 @@ from kchaos.generic import DEFAULT_PROFILE, PROFILES
               help="Measure the generic nemesis instead of the recipes: every fault kind, "
               "each switch on, --seeds runs of --time-limit s, and --clean-seeds runs on "
               "the correct broker; resumable (finished cells are kept in the store).")
+@click.option("--kafka", is_flag=True,
+              help="Apache Kafka's evidence instead: the safe configuration with no fault "
+              "and under every fault (must be valid) and Kafka's unsafe settings (must be "
+              "found), --seeds runs each; --switch picks rows by key; resumable.")
+@click.option("--kafka-version", default=None, metavar="VERSION",
+              help="--kafka: the release to run.  [default: the one --db kafka runs]")
 @click.option("--seeds", type=click.IntRange(1), default=None, metavar="N",
-              help="--generic: runs per switch.  [default: 5]")
+              help="--generic: runs per switch.  [default: 5]  --kafka: runs per row.  "
+              "[default: 10 for the safe rows, 3 for the unsafe]")
 @click.option("--clean-seeds", type=click.IntRange(0), default=None, metavar="N",
               help="--generic: runs on the correct broker.  [default: 10]")
 @click.option("--time-limit", type=click.FloatRange(1), default=None, metavar="S",
@@ -51,9 +59,9 @@ from kchaos.generic import DEFAULT_PROFILE, PROFILES
               help="The nodes' subnet, as for `kchaos run`: runs at the same time on one "
               "machine need different subnets.")
 @spark_options
-def validate_command(switches, fast, soak, clean_runs, generic, seeds, clean_seeds, time_limit,
-                     profile, recheck, store, table_out, write_docs, subnet, spark_master,
-                     spark_conf) -> None:
+def validate_command(switches, fast, soak, clean_runs, generic, kafka, kafka_version, seeds,
+                     clean_seeds, time_limit, profile, recheck, store, table_out, write_docs,
+                     subnet, spark_master, spark_conf) -> None:
     """The validation matrix: every bug switch's recipe (docs/validation.md)
     with the switch on must show its anomaly within the recipe's seeded
     attempts, and at least --clean-runs runs with it off must be valid; a
@@ -67,6 +75,15 @@ def validate_command(switches, fast, soak, clean_runs, generic, seeds, clean_see
     false alarms on the correct broker; exit 0 when the correct broker had
     none, 1 otherwise.
     """
+    if kafka:
+        if generic or fast or soak or clean_runs or clean_seeds is not None or time_limit \
+                or profile or recheck:
+            raise BadInput("--kafka takes only --switch, --seeds, --kafka-version and the "
+                           "store, table and subnet options")
+        sys.exit(_kafka(list(switches), seeds, kafka_version, store, table_out, write_docs,
+                        subnet, spark_master, spark_conf))
+    if kafka_version:
+        raise BadInput("--kafka-version goes with --kafka")
     if generic:
         if fast or soak or clean_runs:
             raise BadInput("--generic takes neither --fast, --soak nor --clean-runs")
@@ -130,21 +147,14 @@ def _generic(switches, seeds, clean_seeds, time_limit, profile, recheck, store, 
     limit = time_limit or generic.TIME_LIMIT
     profile = profile or DEFAULT_PROFILE
 
-    def report(cell, skipped) -> None:
-        if skipped:
-            click.echo(f"{skipped[0]} seed {skipped[1]}: done before, skipped")
-        else:
-            found = ", ".join(f"{t} {n}" for t, n in cell.counts.items()) or "no anomaly"
-            click.echo(f"{cell.switch} seed {cell.seed}: {cell.valid} ({found}) — "
-                       f"{cell.run_dir}")
     if recheck:
         cells = generic.recheck(spark, store, profile=profile, time_limit=limit,
-                                on_cell=lambda cell: report(cell, None))
+                                on_cell=lambda cell: _report(cell, None))
     else:
         cells = generic.fill(switches, spark, store, seeds=seeds or generic.SEEDS,
                              clean_seeds=generic.CLEAN_SEEDS if clean_seeds is None
                              else clean_seeds, time_limit=limit, subnet=subnet,
-                             profile=profile, on_cell=report)
+                             profile=profile, on_cell=_report)
     shown = [c for c in cells if c.time_limit == limit and c.profile == profile]
     table = generic.format_generic(generic.rows(shown, every), {limit})
     click.echo("\n" + table)
@@ -157,3 +167,37 @@ def _generic(switches, seeds, clean_seeds, time_limit, profile, recheck, store, 
         click.echo(f"written to {write_generic_table(table, commits, profile, checked)}")
     false_alarms = [c for c in shown if c.switch == generic.CORRECT and c.valid is False]
     return EXIT_INVALID if false_alarms else 0
+
+
+def _kafka(keys, seeds, version, store, table_out, write_docs, subnet, spark_master,
+           spark_conf) -> int:
+    from cluster.kafka import dist
+    from kchaos import kafka_evidence as evidence
+    unknown = [k for k in keys if k not in evidence.BY_KEY]
+    if unknown:
+        raise BadInput(f"--switch {unknown[0]!r}: not a row of the Kafka evidence; choose "
+                       f"from {', '.join(evidence.BY_KEY)}")
+    version = version or dist.DEFAULT_VERSION
+    rows = [evidence.BY_KEY[k] for k in keys] or evidence.ROWS
+    store.mkdir(parents=True, exist_ok=True)
+    spark = _spark(spark_master, spark_conf, store / ".spark")
+
+    cells = evidence.fill(rows, spark, store, version=version, seeds=seeds, subnet=subnet,
+                          on_cell=_report)
+    outcomes = evidence.outcomes(cells)
+    table = evidence.format_outcomes(outcomes)
+    click.echo("\n" + table)
+    if table_out is not None:
+        table_out.write_text(table + "\n")
+    if write_docs:
+        click.echo(f"written to {evidence.write_table(table, cells, version)}")
+    return 0 if all(o.ok for o in outcomes if o.runs) else EXIT_INVALID
+
+
+def _report(cell, skipped) -> None:
+    """One line per cell as it finishes (or is found done before)."""
+    if skipped:
+        click.echo(f"{skipped[0]} seed {skipped[1]}: done before, skipped")
+    else:
+        found = ", ".join(f"{t} {n}" for t, n in cell.counts.items()) or "no anomaly"
+        click.echo(f"{cell.switch} seed {cell.seed}: {cell.valid} ({found}) — {cell.run_dir}")

@@ -106,13 +106,13 @@ def generic_config(switch: str, *, seed: int, time_limit: float, store: Path,
                               **PROFILES[profile]())
 
 
-def cells_path(store: Path) -> Path:
-    return store / CELLS_DIR / CELLS_FILE
+def cells_path(store: Path, cells_dir: str = CELLS_DIR) -> Path:
+    return store / cells_dir / CELLS_FILE
 
 
-def read_cells(store: Path) -> list[Cell]:
+def read_cells(store: Path, cells_dir: str = CELLS_DIR) -> list[Cell]:
     """The finished cells (a last line cut by a crash is skipped)."""
-    path = cells_path(store)
+    path = cells_path(store, cells_dir)
     if not path.is_file():
         return []
     cells = []
@@ -132,27 +132,40 @@ def fill(switches: list[str], spark, store: Path, *, seeds: int = SEEDS,
     """Run every (switch, seed) cell of the profile not in the store yet,
     appending each as it finishes; CORRECT among `switches` gets
     `clean_seeds` seeds."""
+    plan = [(switch, seed, time_limit) for switch in switches
+            for seed in range(1, (clean_seeds if switch == CORRECT else seeds) + 1)]
+
+    def configure(switch: str, seed: int, time_limit: float) -> TestConfig:
+        return generic_config(switch, seed=seed, time_limit=time_limit,
+                              store=store / CELLS_DIR, subnet=subnet, profile=profile)
+    return run_cells(plan, configure, spark, store, profile=profile, progress=progress,
+                     on_cell=on_cell)
+
+
+def run_cells(plan: list[tuple[str, int, float]], configure, spark, store: Path, *,
+              profile: str, cells_dir: str = CELLS_DIR, progress: Progress | None = None,
+              on_cell=lambda cell, skipped: None) -> list[Cell]:
+    """Run each (row, seed, time limit) of `plan` whose cell is not in the
+    store's `cells_dir` yet, configured by configure(row, seed, time_limit);
+    each cell is appended as its run finishes. Every cell of the store."""
     from kchaos.measured import commit
-    done = {c.key for c in read_cells(store)}
-    path = cells_path(store)
+    done = {c.key for c in read_cells(store, cells_dir)}
+    path = cells_path(store, cells_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    for switch in switches:
-        for seed in range(1, (clean_seeds if switch == CORRECT else seeds) + 1):
-            if (profile, switch, seed, time_limit) in done:
-                on_cell(None, (switch, seed))
-                continue
-            config = generic_config(switch, seed=seed, time_limit=time_limit,
-                                    store=store / CELLS_DIR, subnet=subnet, profile=profile)
-            started = time.monotonic()
-            result = run_and_check(config, spark, progress=progress or Progress.quiet())
-            cell = Cell(switch, seed, time_limit, run_dir=str(result.run_dir),
-                        seconds=round(time.monotonic() - started, 1), commit=commit(),
-                        profile=profile, **_verdict(result.valid, result.counts,
-                                                    result.run_dir))
-            with open(path, "a") as out:
-                out.write(json.dumps(asdict(cell)) + "\n")
-            on_cell(cell, None)
-    return read_cells(store)
+    for switch, seed, time_limit in plan:
+        if (profile, switch, seed, time_limit) in done:
+            on_cell(None, (switch, seed))
+            continue
+        started = time.monotonic()
+        result = run_and_check(configure(switch, seed, time_limit), spark,
+                               progress=progress or Progress.quiet())
+        cell = Cell(switch, seed, time_limit, run_dir=str(result.run_dir),
+                    seconds=round(time.monotonic() - started, 1), commit=commit(),
+                    profile=profile, **_verdict(result.valid, result.counts, result.run_dir))
+        with open(path, "a") as out:
+            out.write(json.dumps(asdict(cell)) + "\n")
+        on_cell(cell, None)
+    return read_cells(store, cells_dir)
 
 
 def recheck(spark, store: Path, *, profile: str = DEFAULT_PROFILE,

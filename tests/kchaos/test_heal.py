@@ -36,8 +36,9 @@ def chain(netns: str) -> str:
     return done.stdout if done.returncode == 0 else ""
 
 
-def partitioned_run_dir(store: Path, harness: subprocess.Popen, timeout: float = 90) -> Path:
-    """The run directory once its history shows a partition in place."""
+def partitioned_run_dir(store: Path, harness: subprocess.Popen, timeout: float = 180) -> Path:
+    """The run directory once its history shows a partition in place (the
+    wait is long for a loaded suite, and ends as soon as it is there)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert harness.poll() is None, harness.stdout.read()

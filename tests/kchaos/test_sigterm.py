@@ -37,7 +37,9 @@ def start(store: Path, *options: str, subnet: str = SUBNET) -> subprocess.Popen:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def wait_for(condition, what: str, harness: subprocess.Popen, timeout: float = 90.0):
+# Generous: a loaded suite (Kafka's JVMs beside it) once took over 90 s to
+# bring a run to its main phase; the wait ends as soon as the moment comes.
+def wait_for(condition, what: str, harness: subprocess.Popen, timeout: float = 180.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if harness.poll() is not None:
