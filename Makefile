@@ -9,6 +9,9 @@
 #   make validate-generic the generic nemesis's detection power per switch,
 #                 with Kafka's timings and with the stress profiles (hours each;
 #                 resumable: rerun it to go on where it stopped)
+#   make validate-kafka the evidence on Apache Kafka: its safe configuration
+#                 valid under every fault, its unsafe settings found (hours;
+#                 resumable)
 #   make docker-deps Docker for the docker backend (root): engine, dockerd, offline base
 
 PYTHON ?= python3
@@ -16,7 +19,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: kafka-dist run test test-fast validate validate-generic example bench system-deps docker-deps clean
+.PHONY: kafka-dist run test test-fast validate validate-kafka validate-generic example bench system-deps docker-deps clean
 
 run: $(STAMP)
 	@$(BIN)/python -m cluster.kafka.dist >/dev/null
@@ -35,6 +38,9 @@ test-fast: $(STAMP) docker-deps kafka-dist
 
 validate: $(STAMP)
 	$(BIN)/kchaos validate --soak 10 --write-docs --table-out store/validation.md $(VALIDATE_ARGS)
+
+validate-kafka: $(STAMP) kafka-dist
+	$(BIN)/kchaos validate --kafka --write-docs --table-out store/validation-kafka.md $(VALIDATE_ARGS)
 
 validate-generic: $(STAMP)
 	$(BIN)/kchaos validate --generic --write-docs --table-out store/validation-generic.md $(VALIDATE_ARGS)
