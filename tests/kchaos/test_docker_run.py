@@ -74,13 +74,15 @@ def test_every_fault_on_docker_nodes_is_valid(tmp_path, spark):
 
 def test_apache_kafka_on_docker_nodes(tmp_path, spark):
     """--db kafka there: the node image's Java runtime, Kafka's jars copied
-    into each container, partitions, kills and disk faults applied and
-    healed, and no anomaly (valid alone; under a loaded suite the final
-    reads once recorded no partition end, so 6 unseen sends stayed
-    undecided: unknown)."""
-    settings = dict(time_limit=45, nemesis=["partition", "kill", "disk"], nemesis_interval=6)
-    seed = first_seed(lambda faults: {"start-partition", "kill"} <= verbs(faults)
-                      and "disk" in {f["fault"] for f in faults},
+    into each container, partitions and kills applied and healed, and no
+    anomaly (valid alone; under a loaded suite the final reads once recorded
+    no partition end, so 6 unseen sends stayed undecided: unknown). Disk
+    faults on Kafka are test_kafka_run.py's, and the gate in containers
+    test_every_fault_on_docker_nodes_is_valid's: with disk errors on every
+    node Kafka halts (its log directory failed) and the heal that restarts
+    three JVMs in containers took 72 s of this test's 310."""
+    settings = dict(time_limit=30, nemesis=["partition", "kill"], nemesis_interval=6)
+    seed = first_seed(lambda faults: {"start-partition", "kill"} <= verbs(faults),
                       within=settings["time_limit"] - SLACK, **settings)
     # A subnet no other test uses: a run's setup removes what runs under its
     # prefix, and tests of this module may run at the same time (xdist).
