@@ -78,13 +78,14 @@ ROWS: list[KafkaRow] = [
                why="acks=all, RF 3, min.insync.replicas=2, unclean election off: "
                    "no anomaly allowed.")
       for faults in (False, True) for stress in (False, True)],
-    KafkaRow("acks-1", "acks=1", "kill and pause the leader", _idle_readers(
+    KafkaRow("acks-1", "acks=1", "partitions; the leader killed and paused", _idle_readers(
         ["unclean.leader.election.enable=false"], dict(acks="1", idempotence=False),
-        nemesis=["kill", "pause"],
-        fault_targets=["leader"], nemesis_interval=8),
+        nemesis=["partition", "kill", "pause"], fault_targets=["leader"], nemesis_interval=8),
         frozenset({"lost-write"}), time_limit=60,
-        why="The leader acknowledges before its followers have the records; a new "
-            "leader elected without them truncates them away."),
+        why="The leader acknowledges before its followers have the records: a leader cut "
+            "off from them goes on acknowledging until it learns of its successor, and "
+            "truncates all of it then; a killed one loses what they had not fetched. "
+            "Without idempotence (which needs acks=all) retried sends are duplicated too."),
     KafkaRow("unclean", "unclean.leader.election.enable=true", "followers out of the ISR, then "
              "the leader killed", _idle_readers(
                  ["unclean.leader.election.enable=true", "replica.lag.time.max.ms=4000"],

@@ -43,6 +43,7 @@ def test_the_safe_rows_are_kafka_s_safe_configuration_with_and_without_faults(tm
 def test_the_unsafe_rows_set_the_unsafe_setting_and_expect_what_a_user_would(tmp_path):
     acks = config("acks-1", tmp_path)
     assert acks.workload.client_settings.acks == "1" and acks.fault_targets == ["leader"]
+    assert "partition" in acks.nemesis
     unclean = config("unclean", tmp_path)
     assert "unclean.leader.election.enable=true" in unclean.broker_config
     assert unclean.controller_node and unclean.nemesis_script == "acks-all-ignores-min-isr"
@@ -83,7 +84,7 @@ def test_outcomes_count_valid_safe_runs_and_unsafe_runs_that_found_the_expected_
     assert (clean.runs, clean.as_expected, clean.unknown, clean.ok) == (2, 1, 1, False)
     assert (dup.runs, dup.ok) == (0, False)
     lines = format_outcomes(table).splitlines()
-    assert lines[2] == ("| acks=1 | kill and pause the leader | 60 | lost-write | 2/3 found | "
+    assert lines[2] == ("| acks=1 | partitions; the leader killed and paused | 60 | lost-write | 2/3 found | "
                         "duplicate (1), inconsistent-offsets (1), lost-write (2) | 0 | 30 s |")
     assert lines[3].startswith("| safe, Kafka timings | none | 90 | valid | 1/2 valid **(short)**")
     assert "| not run |" in lines[4]
