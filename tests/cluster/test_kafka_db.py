@@ -26,6 +26,7 @@ def kafka(*, quorum: bool = False, config=(), version: str = DEFAULT_VERSION) ->
 
 # The older release runs the quorum apart (both modes on both would double
 # the time for little more).
+@pytest.mark.slow
 @pytest.mark.parametrize("quorum, nodes, version", [
     (False, 3, DEFAULT_VERSION), (True, 6, TESTED_VERSIONS[1])],
     ids=[f"combined-{DEFAULT_VERSION}", f"controller-quorum-{TESTED_VERSIONS[1]}"])

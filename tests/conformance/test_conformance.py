@@ -55,6 +55,7 @@ def _check(pair, area: str, steps, stats: dict) -> None:
         raise AssertionError("\n".join(lines))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [1, 3], ids=["1-node", "3-nodes"])
 def test_reference_broker_answers_as_kafka(size, cluster_pairs, request):
     pair = cluster_pairs.get(size)
