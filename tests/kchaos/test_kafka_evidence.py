@@ -56,7 +56,8 @@ def test_the_unsafe_rows_set_the_unsafe_setting_and_expect_what_a_user_would(tmp
     assert dup.workload.client_settings.idempotence is False
     assert dup.workload.client_settings.retries is None          # the client's: retrying
     assert {row.key: set(row.expected) for row in ROWS if not row.safe} == {
-        "acks-1": {"lost-write"}, "unclean": {"lost-write"}, "power-loss": {"lost-write"},
+        "acks-1": {"lost-write", "unseen"}, "unclean": {"lost-write", "unseen"},
+        "power-loss": {"lost-write", "unseen"},
         "no-idempotence": {"duplicate"}}
     # Lost records show as lost-write only if no group read them first.
     for c in (acks, unclean, lost):
@@ -84,7 +85,8 @@ def test_outcomes_count_valid_safe_runs_and_unsafe_runs_that_found_the_expected_
     assert (clean.runs, clean.as_expected, clean.unknown, clean.ok) == (2, 1, 1, False)
     assert (dup.runs, dup.ok) == (0, False)
     lines = format_outcomes(table).splitlines()
-    assert lines[2] == ("| acks=1 | partitions; the leader killed and paused | 60 | lost-write | 2/3 found | "
+    assert lines[2] == ("| acks=1 | partitions; the leader killed and paused | 60 | lost-write, unseen | "
+                        "2/3 found | "
                         "duplicate (1), inconsistent-offsets (1), lost-write (2) | 0 | 30 s |")
     assert lines[3].startswith("| safe, Kafka timings | none | 90 | valid | 1/2 valid **(short)**")
     assert "| not run |" in lines[4]
@@ -114,3 +116,14 @@ def test_kchaos_validate_kafka_refuses_what_does_not_go_with_it(tmp_path, args, 
     result = CliRunner().invoke(cli, ["validate", *args, "--store", str(tmp_path)],
                                 standalone_mode=False)
     assert message in str(result.exception)
+
+
+def test_a_record_lost_at_the_tail_counts_as_found_a_mere_reordering_does_not():
+    """A proven `unseen` is an acknowledged record gone from the partition's
+    end: power loss's usual sign. inconsistent-offsets alone is not loss."""
+    p = profile_of("4.4.0")
+    cells = [Cell("power-loss", 1, 60.0, False, {"unseen": 32}, 44.0, profile=p),
+             Cell("power-loss", 2, 60.0, False, {"inconsistent-offsets": 3}, 40.0, profile=p),
+             Cell("power-loss", 3, 60.0, True, profile=p)]
+    [outcome] = outcomes(cells, [BY_KEY["power-loss"]])
+    assert (outcome.runs, outcome.as_expected, outcome.ok) == (3, 1, False)
