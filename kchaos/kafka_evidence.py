@@ -196,7 +196,9 @@ def format_outcomes(table: list[Outcome]) -> str:
         expected = "valid" if o.row.safe else ", ".join(sorted(o.row.expected))
         verdict = ("not run" if not o.runs else
                    f"{o.as_expected}/{o.runs} {'valid' if o.row.safe else 'found'}"
-                   + ("" if o.ok else " **(short)**"))
+                   + ("" if o.ok else " **(short)**")
+                   + (f"; {o.row.seeds - o.runs} of {o.row.seeds} runs to go"
+                      if o.runs < o.row.seeds else ""))
         types = ", ".join(f"{t} ({n})" for t, n in sorted(o.types.items())) or "—"
         median = "—" if o.median_detection is None else f"{o.median_detection:.0f} s"
         lines.append(f"| {o.row.name} | {o.row.faults} | {o.row.time_limit:g} | {expected} | "

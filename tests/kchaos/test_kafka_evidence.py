@@ -88,7 +88,8 @@ def test_outcomes_count_valid_safe_runs_and_unsafe_runs_that_found_the_expected_
     assert lines[2] == ("| acks=1 | partitions; the leader killed and paused | 60 | lost-write, unseen | "
                         "2/3 found | "
                         "duplicate (1), inconsistent-offsets (1), lost-write (2) | 0 | 30 s |")
-    assert lines[3].startswith("| safe, Kafka timings | none | 90 | valid | 1/2 valid **(short)**")
+    assert lines[3].startswith("| safe, Kafka timings | none | 90 | valid | 1/2 valid **(short)**; "
+                               "8 of 10 runs to go |")
     assert "| not run |" in lines[4]
 
 
