@@ -11,6 +11,8 @@ import subprocess
 import threading
 import time
 
+import pytest
+
 
 from cluster.broker_process import free_port
 from history_analysis.history import HistoryWriter
@@ -146,3 +148,27 @@ def test_the_queue_workload_goes_on_when_its_jvms_are_killed(broker, topic, tmp_
         after = ends[crashed[0] + 1:]
         assert any(e["type"] == "ok" and e["process"] > ends[crashed[0]]["process"]
                    for e in after), f"slot {slot} did not go on as a new process"
+
+
+def test_a_java_exception_stays_the_client_s_own_beside_pyspark(broker, clients, monkeypatch):
+    """PySpark replaces py4j's answer handler for every gateway of the process
+    (a `kchaos run` checks with Spark in it) with one that asks Spark's JVM
+    about each Java exception, by an object id that means nothing there. In
+    the suite Spark's JVM failed on the question, the client's JVM was
+    killed as broken and a send that failed was `info`; whether it fails
+    depends on the ids, so a handler that always fails stands in for it."""
+    import py4j.java_gateway
+    from py4j.protocol import Py4JError
+
+    def foreign(*args, **kwargs):
+        raise Py4JError("An error occurred while calling z:org.apache.spark.util.Utils."
+                        "exceptionString")
+    from workloads.clients import jvm
+    # Both put back afterwards: the handler in front, and what it passes on to.
+    monkeypatch.setattr(jvm, "_others_answer", jvm._others_answer)
+    monkeypatch.setattr(py4j.java_gateway, "get_return_value", foreign)
+    p = make_producer("java", broker.bootstrap, ClientSettings(max_block_ms=1000), "p-beside")
+    clients.append(p)
+    outcome = p.send([("no-such-topic", 0, 30)], 10)
+    assert outcome.type == "fail", outcome
+    assert "JVM" not in (outcome.error or ""), outcome

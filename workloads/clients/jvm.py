@@ -38,6 +38,8 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 
+import py4j.java_gateway
+import py4j.protocol
 from py4j.java_gateway import (CallbackServerParameters, GatewayParameters, JavaGateway,
                                find_jar_path)
 from py4j.protocol import Py4JError, Py4JJavaError
@@ -55,6 +57,32 @@ JVM_OPTIONS = ("-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
 LAUNCH_TIMEOUT = 30.0   # s: from `java` to the gateway's port, on a loaded machine
 IDLE_MAX = 8            # idle JVMs kept for the next clients; more are killed
 SAFETY_TIMEOUT = 300.0  # s
+
+
+# PySpark replaces py4j's answer handler (py4j.java_gateway.get_return_value)
+# for every gateway of the process with one that turns a Java exception
+# into a Spark one by asking Spark's JVM about it. Asked about our client's
+# exception, Spark's JVM fails and the call looked broken: the client's JVM
+# was killed and a send that failed was `info`. Our gateways' answers go to
+# py4j's own handler; every other gateway's to whatever handler is there.
+_PY4J_ANSWER = py4j.protocol.get_return_value
+_others_answer = py4j.java_gateway.get_return_value
+
+
+def _answer(answer, gateway_client, *args, **kwargs):
+    if getattr(gateway_client, "kchaos_client", False):
+        return _PY4J_ANSWER(answer, gateway_client, *args, **kwargs)
+    return _others_answer(answer, gateway_client, *args, **kwargs)
+
+
+def _answers_to_py4j() -> None:
+    """Put _answer in front of the handler installed now (PySpark installs
+    its own whenever a Spark context starts, over any other)."""
+    global _others_answer
+    installed = py4j.java_gateway.get_return_value
+    if installed is not _answer:
+        _others_answer = installed
+        py4j.java_gateway.get_return_value = _answer
 
 
 class JvmGone(Exception):
@@ -114,6 +142,7 @@ class Jvm:
         # (Py4J releasing a collected Java object), far above every bound.
         self.gateway = JavaGateway(gateway_parameters=GatewayParameters(
             port=port, auth_token=token, auto_convert=True, read_timeout=SAFETY_TIMEOUT))
+        self.gateway._gateway_client.kchaos_client = True   # its answers: py4j's own handler
         self.jvm = self.gateway.jvm
         self.cache: dict = {}
         self._runner = ThreadPoolExecutor(1, thread_name_prefix=f"jvm-{self.pid}-call")
@@ -160,6 +189,7 @@ class Jvm:
         exited, or did not answer in time (killed then), as JvmGone."""
         if not self.alive():
             raise JvmGone(self._why_gone())
+        _answers_to_py4j()
         future = self._runner.submit(fn)
         try:
             return future.result(timeout)
