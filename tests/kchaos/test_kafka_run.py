@@ -43,7 +43,11 @@ def test_kafka_takes_every_fault_and_is_valid(tmp_path, spark):
         "--time-limit", str(SCHEDULE["time_limit"]), "--nemesis", ",".join(DEFAULT_MIX),
         "--nemesis-interval", str(SCHEDULE["nemesis_interval"]), "--recovery-time", "3",
         "--final-time-limit", "90",
-        "--config", "min.insync.replicas=2", "--subnet", "198.18.14.0/24",
+        "--config", "min.insync.replicas=2",
+        # A restarted broker that has not registered within this quits
+        # (Kafka's default is 60 s); a loaded suite once took longer.
+        "--config", "initial.broker.registration.timeout.ms=180000",
+        "--subnet", "198.18.14.0/24",
         "--store", str(tmp_path / "store")], catch_exceptions=False)
     assert done.exit_code == 0, done.stdout + done.stderr
     run_dir = Path(done.stdout.split("run directory: ")[1].split()[0])
