@@ -5,12 +5,12 @@ fields the version has, so one builder serves every version."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import fields
 from datetime import timedelta
-from functools import cache
 
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
+
+from tests.reference_broker.protocol.entities import Shape
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP = 8, 9, 10, 11
@@ -27,20 +27,6 @@ COMPARED = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH,
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 EARLIEST, LATEST = -2, -1
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-
-
-@cache
-def _known(cls: type) -> frozenset[str]:
-    return frozenset(f.name for f in fields(cls))
-
-
-class Shape:
-    def __init__(self, api_key: int, version: int):
-        self._module = load_payload_module(api_key, version, EntityType.request)
-
-    def __call__(self, entity: str, /, **values):
-        cls = getattr(self._module, entity)
-        return cls(**{k: v for k, v in values.items() if k in _known(cls)})
 
 
 def kio_max_version(api_key: int) -> int:
