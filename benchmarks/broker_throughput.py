@@ -6,8 +6,6 @@ acks=all; prints records/s, MB/s and produce latency percentiles.
         [--linger-ms MS] [--batch-size BYTES]
         [--bootstrap HOST:PORT [--replication-factor R] | --cluster N]
         [--disk-gate [--disk-gate-writeback-delay S]]
-    python benchmarks/broker_throughput.py --side-by-side [--records N]
-        [--systems reference,kafka] [--nodes 1,3] [--processes 1,4] [--write-docs]
 
 Without --bootstrap or --cluster it starts one reference broker on a loopback
 port (data in a temporary directory, removed afterwards). With --cluster N it
@@ -32,9 +30,8 @@ producer batches with linger.ms=5 and librdkafka's default batch.size unless
 record still waits for its own acknowledgement and its latency is measured
 from produce() to the delivery report.
 
---side-by-side measures the reference broker and Apache Kafka in one run,
-on 1 and 3 nodes, with 1 and 4 client processes (benchmarks/side_by_side.py;
-`--side-by-side --help` lists its options).
+benchmarks/side_by_side.py measures the reference broker and Apache Kafka
+in one run with this script's produce and consume.
 """
 
 from __future__ import annotations
@@ -191,13 +188,7 @@ def print_cpu(brokers: list[int], gates: list[int]) -> None:
 
 
 def main() -> int:
-    if "--side-by-side" in sys.argv[1:]:
-        from side_by_side import main as side_by_side
-        return side_by_side([a for a in sys.argv[1:] if a != "--side-by-side"])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--side-by-side", action="store_true",
-                        help="the reference broker and Kafka in one run, 1 and 3 nodes, 1 and "
-                             "4 client processes (`--side-by-side --help`: its options)")
     target = parser.add_mutually_exclusive_group()
     target.add_argument("--bootstrap", help="measure this broker instead of starting one")
     target.add_argument("--cluster", type=int, metavar="N",

@@ -5,14 +5,12 @@ through the run's bridge, as `kchaos run` reaches them), then for each
 count of client processes produces and consumes with acks=all and prints
 one table row.
 
-    python benchmarks/broker_throughput.py --side-by-side [--records N]
+    python benchmarks/side_by_side.py [--records N]
         [--systems reference,kafka] [--nodes 1,3] [--processes 1,4]
         [--subnet 198.18.40.0/24] [--write-docs]
 
-(`python benchmarks/side_by_side.py ...` is the same.) Each cluster first
-takes an unmeasured cell of WARM_UP records (a JVM compiles its hot code
-as it runs). Each cell gets a new
-topic of 4 partitions, replication factor min(3, nodes), the brokers set to
+Each cluster first takes an unmeasured cell of WARM_UP records (a JVM
+compiles its hot code as it runs). Each cell gets a new topic of 4 partitions, replication factor min(3, nodes), the brokers set to
 min.insync.replicas=min(2, that). P client processes (multiprocessing,
 spawn) each produce records/P records (broker_throughput.produce: 100-byte
 values, linger.ms=5) and then each consume their share of the partitions
@@ -189,7 +187,7 @@ def csv(text: str, kind=str) -> list:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="broker_throughput.py --side-by-side",
+    parser = argparse.ArgumentParser(prog="side_by_side.py",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000,
                         help="records per cell, split over the client processes "
