@@ -18,7 +18,11 @@ from kchaos.verdict import outcome_unknowns
 from history_analysis.ingest import HISTORY_FILE, TABLES_DIR, IngestError, ingest, tables_are_stale
 
 
-def check_run(spark, run_dir: str | os.PathLike, options: CheckOptions) -> SuiteResult:
+def prepare_run(run_dir: str | os.PathLike) -> Path:
+    """What a check needs that needs no Spark: the run directory, its
+    history, and tables no older than it (ingested here, which reads every
+    line: a malformed history is found before any JVM starts). Raises
+    IngestError or HistoryError."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise IngestError(f"{run_dir}: no such run directory")
@@ -27,6 +31,11 @@ def check_run(spark, run_dir: str | os.PathLike, options: CheckOptions) -> Suite
                           "a run directory holds the history a run wrote (docs/history.md)")
     if tables_are_stale(run_dir):
         ingest(run_dir)
+    return run_dir
+
+
+def check_run(spark, run_dir: str | os.PathLike, options: CheckOptions) -> SuiteResult:
+    run_dir = prepare_run(run_dir)
     history = History.open(spark, run_dir / TABLES_DIR)
     try:
         suite = check_history(spark, history, options)

@@ -136,7 +136,7 @@ def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_exampl
     from history_analysis.history import HistoryError
     from history_analysis.ingest import IngestError
     from history_analysis.tables import TableError
-    from kchaos.check import check_run
+    from kchaos.check import check_run, prepare_run
 
     unknown_types = [t for t in allow if t not in ANOMALY_TYPES]
     if unknown_types:
@@ -145,16 +145,29 @@ def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_exampl
     options = CheckOptions(max_examples=max_examples,
                            allowed=ALLOWED_BY_DEFAULT | frozenset(allow))
     from kchaos.junit import Case, case_of, write_junit
-    spark = _spark(spark_master, spark_conf, _scratch_dir(run_dirs))
     verdicts, counts, cases = [], {}, []
+
+    def bad(run_dir: Path, started: float, e: Exception) -> None:
+        click.echo(f"kchaos: error: {e}", err=True)
+        verdicts.append(None)
+        cases.append(Case(run_dir, time.monotonic() - started, None, error=str(e)))
+
+    # What needs no Spark first: input that can never be checked is told at
+    # once, and no JVM starts (half a minute) when none can be.
+    ready = []
     for run_dir in run_dirs:
+        started = time.monotonic()
+        try:
+            ready.append(prepare_run(run_dir))
+        except (HistoryError, IngestError) as e:
+            bad(run_dir, started, e)
+    spark = _spark(spark_master, spark_conf, _scratch_dir(run_dirs)) if ready else None
+    for run_dir in ready:
         started = time.monotonic()
         try:
             suite = check_run(spark, run_dir, options)
         except (HistoryError, IngestError, TableError) as e:
-            click.echo(f"kchaos: error: {e}", err=True)
-            verdicts.append(None)
-            cases.append(Case(run_dir, time.monotonic() - started, None, error=str(e)))
+            bad(run_dir, started, e)
             continue
         verdicts.append(suite.valid)
         counts[run_dir] = suite.result.counts
@@ -181,27 +194,33 @@ def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_exampl
               help="An anomaly type expected in this run (repeatable), as kchaos check.")
 @click.option("--max-examples", type=click.IntRange(min=0), default=32, show_default=True,
               help="Cases kept per anomaly type in results.json.")
+@click.option("--check/--no-check", default=True, show_default=True,
+              help="Check the history when the run ends. With --no-check no Spark "
+                   "starts, the run is not judged (exit 2) and `kchaos check RUN_DIR` "
+                   "judges it later, anywhere.")
 @junit_option
 @spark_options
 @click.pass_context
-def run_command(ctx, config_file, allow, max_examples, junit, spark_master, spark_conf,
+def run_command(ctx, config_file, allow, max_examples, check, junit, spark_master, spark_conf,
                 **options) -> None:
     """Run a test: start the cluster, drive the queue workload, read
     everything back, check the history, print the verdict and the run
-    directory. Exit codes as kchaos check: 0 valid, 1 invalid, 2 unknown,
-    3 bad input or an error before a history was written.
+    directory. Exit codes as kchaos check: 0 valid, 1 invalid, 2 unknown
+    (or not checked), 3 bad input or an error before a history was written.
     """
     from checkers.result import ANOMALY_TYPES, UNKNOWN
     from cluster.node import SetupError
     from history_analysis.spark import parse_conf
     from kchaos.progress import Progress
-    from kchaos.run import run_and_check
+    from kchaos.run import run_and_check, run_test
     from kchaos.session import BackgroundSession
 
     unknown_types = [t for t in allow if t not in ANOMALY_TYPES]
     if unknown_types:
         raise BadInput(f"--allow {unknown_types[0]!r}: not an anomaly type; choose from "
                        + ", ".join(ANOMALY_TYPES))
+    if junit is not None and not check:
+        raise BadInput("--junit writes a verdict, which --no-check does not give: drop one")
     sources = {name: ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
                for name in options}
     try:
@@ -218,11 +237,35 @@ def run_command(ctx, config_file, allow, max_examples, junit, spark_master, spar
         raise BadInput(str(e)) from None
     started = time.monotonic()
     try:
+        if not check:
+            outcome = run_test(config, Progress.for_terminal())
+            _echo_outcome(outcome, config)
+            click.echo(f"{outcome.run_dir}: not checked; kchaos check {outcome.run_dir} "
+                       "judges it")
+            sys.exit(EXIT_UNKNOWN)
         result = run_and_check(config, spark, allowed=frozenset(allow),
                                max_examples=max_examples, progress=Progress.for_terminal())
     except SetupError as e:
         raise BadInput(str(e)) from None
+    _echo_outcome(result.outcome, config)
     outcome = result.outcome
+    click.echo(f"{outcome.run_dir}: {_verdict_line(result.suite)}")
+    if result.seconds_to_verdict is not None:
+        click.echo(f"verdict {result.seconds_to_verdict:.1f} s after the final reads")
+    _echo_report(outcome.run_dir, result.report)
+    _print_counts({outcome.run_dir: result.suite.result.counts})
+    if junit is not None:
+        from kchaos.junit import case_of, write_junit
+        write_junit(junit, [case_of(outcome.run_dir, time.monotonic() - started, result.suite,
+                                    _verdict_line(result.suite))])
+    if result.valid is False:
+        sys.exit(EXIT_INVALID)
+    if result.valid == UNKNOWN:
+        sys.exit(EXIT_UNKNOWN)
+
+
+def _echo_outcome(outcome, config: TestConfig) -> None:
+    """What the run itself tells, before any verdict."""
     click.echo(f"run directory: {outcome.run_dir}")
     for failure in outcome.node_failures:
         click.echo(f"node failure: {failure}")
@@ -239,19 +282,6 @@ def run_command(ctx, config_file, allow, max_examples, junit, spark_master, spar
         past = outcome.final["past_end"]
         click.echo(f"final reads read {sum(past.values())} record(s) past the recorded ends "
                    f"of {', '.join(sorted(past))} (the ends were stale when recorded)")
-    click.echo(f"{outcome.run_dir}: {_verdict_line(result.suite)}")
-    if result.seconds_to_verdict is not None:
-        click.echo(f"verdict {result.seconds_to_verdict:.1f} s after the final reads")
-    _echo_report(outcome.run_dir, result.report)
-    _print_counts({outcome.run_dir: result.suite.result.counts})
-    if junit is not None:
-        from kchaos.junit import case_of, write_junit
-        write_junit(junit, [case_of(outcome.run_dir, time.monotonic() - started, result.suite,
-                                    _verdict_line(result.suite))])
-    if result.valid is False:
-        sys.exit(EXIT_INVALID)
-    if result.valid == UNKNOWN:
-        sys.exit(EXIT_UNKNOWN)
 
 
 @cli.command("heal")

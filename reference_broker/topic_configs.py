@@ -97,7 +97,7 @@ TOPIC_CONFIGS: dict[str, ConfigKey] = {key.name: key for key in (
     ConfigKey("retention.ms", "long", _RESTRICTED, "how long records are kept",
               default=str(WEEK_MS), at_least=-1, honoured=lambda v: v == -1 or v >= WEEK_MS,
               refusal=f"{_NO_DELETION}: only -1 (forever) or at least {WEEK_MS} "
-                      "(Kafka's default of 7 days, longer than any test run) is accepted"),
+                      "(Kafka's default of 7 days) is accepted"),
     ConfigKey("retention.bytes", "long", _RESTRICTED, "how many bytes a partition keeps",
               default="-1", honoured=lambda v: v == -1,
               refusal=f"{_NO_DELETION}: only -1 (no limit) is accepted"),

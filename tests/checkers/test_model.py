@@ -21,7 +21,7 @@ pytestmark = pytest.mark.spark
 
 # Each example is a suite run (about a second), derandomized: the same
 # cases on every machine.
-SETTINGS = settings(max_examples=8, deadline=None, derandomize=True,
+SETTINGS = settings(max_examples=6, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow,
                                            HealthCheck.filter_too_much,
                                            HealthCheck.function_scoped_fixture])
@@ -35,7 +35,7 @@ def check(spark, run):
         history.release()
 
 
-@settings(SETTINGS, max_examples=24)
+@settings(SETTINGS, max_examples=16)
 @given(run=runs())
 def test_a_correct_run_shows_nothing(spark, run):
     outcome = check(spark, run)

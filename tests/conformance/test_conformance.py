@@ -33,7 +33,7 @@ pytestmark = pytest.mark.conformance
 
 # Examples per area and cluster size: about 3 minutes for the whole suite
 # on the project's 2-core machine, cluster startup included.
-EXAMPLES = {"topics": 40, "records": 40, "producer": 40, "groups": 40}
+EXAMPLES = {"topics": 30, "records": 30, "producer": 30, "groups": 30}
 _names = itertools.count()
 _TOKEN = secrets.token_hex(2)
 

@@ -15,6 +15,7 @@ import pytest
 from history_analysis.report import build, write_report, write_report_quietly
 from history_analysis.report.timeline import MAX_OPERATIONS
 from tests.checkers.conftest import Ops
+from tests.cli_support import kchaos_here
 from tests.history_analysis.report_runs import T, anomalous, clean, write_run
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -156,8 +157,10 @@ def test_a_failing_report_changes_neither_the_verdict_nor_the_exit_code(anomalou
     run_dir = tmp_path / "run"
     shutil.copytree(anomalous_run, run_dir, ignore=shutil.ignore_patterns("plots", "report*"))
     (run_dir / "plots").write_text("a file where the plots directory belongs")
-    done = subprocess.run([sys.executable, "-m", "kchaos", "check", str(run_dir)],
-                          capture_output=True, text=True, timeout=300)
+    # In this process, beside the running session (a Spark of its own would
+    # start for half a minute; tests/kchaos/test_cli.py runs the command in
+    # a process of its own).
+    done = kchaos_here("check", str(run_dir))
     assert done.returncode == 1, done.stderr                    # invalid, as before
     assert f"{run_dir}: INVALID" in done.stdout
     assert (f"report: none (writing it failed; the verdict stands; see the log, or run "

@@ -31,10 +31,10 @@ def starts(config: TestConfig, within: float | None = None) -> list[dict]:
 def first_seed(wanted, *, within: float | None = None, **settings) -> int:
     """The first seed whose plan's started faults (their descriptions; with
     `within`, those of its first `within` seconds) satisfy `wanted`."""
-    for seed in range(1, 500):
+    for seed in range(1, 2000):
         if wanted(starts(TestConfig.build(seed=seed, **settings), within)):
             return seed
-    raise AssertionError(f"no seed below 500 plans what is wanted with {settings}")
+    raise AssertionError(f"no seed below 2000 plans what is wanted with {settings}")
 
 
 def every_default_kind(faults) -> bool:

@@ -6,29 +6,14 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from kchaos import __version__
-from kchaos.cli import cli
+from tests.cli_support import kchaos, kchaos_here
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "queue-sample"
-
-
-def kchaos(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kchaos", *args], capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def kchaos_here(*args: str) -> subprocess.CompletedProcess:
-    """The command line in this process: Spark allows one session per
-    process, so a check reuses the running one (the `spark` fixture)."""
-    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
-    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
 
 
 def copy_example(tmp_path: Path) -> Path:
@@ -151,8 +136,12 @@ def test_check_exit_codes_and_summary(spark, tmp_path):
 def test_check_bad_input_exits_3(spark, tmp_path):
     from tests.checkers.conftest import Ops
 
-    result = kchaos("check", str(tmp_path / "missing"))
-    assert result.returncode == 3 and "no such run directory" in result.stderr
+    # Judged before any JVM starts: a master Spark cannot start with is
+    # never tried (before, this said only that Spark's gateway exited).
+    result = kchaos("check", str(tmp_path / "missing"), "--spark-master", "nonsense")
+    assert result.returncode == 3, result.stderr
+    assert result.stderr.splitlines() == [f"kchaos: error: {tmp_path / 'missing'}: "
+                                          "no such run directory"]
 
     result = kchaos("check", str(tmp_path), "--allow", "lost-writes")
     assert result.returncode == 3 and "--allow 'lost-writes': not an anomaly type" in result.stderr
@@ -192,12 +181,29 @@ def test_check_bad_input_exits_3(spark, tmp_path):
     (["--batch-size", "0"], "batch_size=0: must be at least 1 byte"),
     (["--max-in-flight", "6"], "idempotence=True conflicts with max_in_flight=6"),
     (["--auto-offset-reset", "none"], "Invalid value for '--auto-offset-reset'"),
+    (["--no-check", "--junit", "j.xml"], "--junit writes a verdict, which --no-check does not"),
 ])
 def test_run_refuses_bad_options_before_starting_anything(tmp_path, args, message):
     result = kchaos("run", "--store", str(tmp_path / "store"), *args, timeout=60)
     assert result.returncode == 3, result.stderr
     assert message in result.stderr
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.spark
+@pytest.mark.root
+def test_a_run_not_checked_says_so_starts_no_spark_and_is_judged_later(spark, tmp_path):
+    """--no-check: a master Spark cannot start with is never tried, the run
+    is not judged (exit 2, as unknown), and kchaos check judges it after."""
+    result = kchaos("run", "--no-check", "--spark-master", "nonsense", "--time-limit", "3",
+                    "--recovery-time", "0", "--subnet", "198.18.8.0/24",
+                    "--store", str(tmp_path), timeout=180)
+    assert result.returncode == 2, result.stdout + result.stderr
+    run_dir = next((tmp_path / "queue").iterdir())
+    assert f"{run_dir}: not checked; kchaos check {run_dir} judges it" in result.stdout
+    assert "gateway" not in result.stderr and not (run_dir / "results.json").exists()
+    judged = kchaos_here("check", str(run_dir))
+    assert judged.returncode == 0 and judged.stdout.startswith(f"{run_dir}: valid"), judged
 
 
 @pytest.mark.spark

@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from tests.kchaos.test_cli import copy_example, kchaos_here
+from tests.cli_support import kchaos_here
+from tests.kchaos.test_cli import copy_example
 
 pytestmark = pytest.mark.spark
 

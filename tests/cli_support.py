@@ -1,0 +1,25 @@
+"""The kchaos command line as tests run it: in a process of its own, as a
+user runs it, or in this one (`kchaos_here`), where the test session's
+Spark session stands in for the JVM each subprocess would start (half a
+minute on two cores)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from click.testing import CliRunner
+
+from kchaos.cli import cli
+
+
+def kchaos(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kchaos", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def kchaos_here(*args: str) -> subprocess.CompletedProcess:
+    """The command line in this process: Spark allows one session per
+    process, so a check reuses the running one (the `spark` fixture)."""
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
