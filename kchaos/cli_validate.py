@@ -123,6 +123,7 @@ def validate_command(switches, fast, soak, clean_runs, generic, kafka, kafka_ver
                      f"{' (' + found + ')' if found else ''} — {result.run_dir}")
     click.echo("\n".join(lines))
     if table_out is not None:
+        table_out.parent.mkdir(parents=True, exist_ok=True)   # a fresh clone has no store/
         table_out.write_text("\n".join(lines).strip() + "\n")
     if write_docs:
         block = "recipe-subset" if switches else "recipe-fast" if fast else "recipe-matrix"
@@ -159,6 +160,7 @@ def _generic(switches, seeds, clean_seeds, time_limit, profile, recheck, store, 
     table = generic.format_generic(generic.rows(shown, every), {limit})
     click.echo("\n" + table)
     if table_out is not None:
+        table_out.parent.mkdir(parents=True, exist_ok=True)   # a fresh clone has no store/
         table_out.write_text(table + "\n")
     if write_docs:
         from kchaos.validate import write_generic_table
@@ -188,6 +190,7 @@ def _kafka(keys, seeds, version, store, table_out, write_docs, subnet, spark_mas
     table = evidence.format_outcomes(outcomes)
     click.echo("\n" + table)
     if table_out is not None:
+        table_out.parent.mkdir(parents=True, exist_ok=True)   # a fresh clone has no store/
         table_out.write_text(table + "\n")
     if write_docs:
         click.echo(f"written to {evidence.write_table(table, cells, version)}")
