@@ -123,8 +123,7 @@ def validate_command(switches, fast, soak, clean_runs, generic, kafka, kafka_ver
                      f"{' (' + found + ')' if found else ''} — {result.run_dir}")
     click.echo("\n".join(lines))
     if table_out is not None:
-        table_out.parent.mkdir(parents=True, exist_ok=True)   # a fresh clone has no store/
-        table_out.write_text("\n".join(lines).strip() + "\n")
+        _write_table(table_out, "\n".join(lines).strip())
     if write_docs:
         block = "recipe-subset" if switches else "recipe-fast" if fast else "recipe-matrix"
         page = write_docs_table(lines, block=block, measured_on=measured_on)
@@ -160,8 +159,7 @@ def _generic(switches, seeds, clean_seeds, time_limit, profile, recheck, store, 
     table = generic.format_generic(generic.rows(shown, every), {limit})
     click.echo("\n" + table)
     if table_out is not None:
-        table_out.parent.mkdir(parents=True, exist_ok=True)   # a fresh clone has no store/
-        table_out.write_text(table + "\n")
+        _write_table(table_out, table)
     if write_docs:
         from kchaos.validate import write_generic_table
         commits = sorted({c.commit for c in shown})
@@ -190,11 +188,17 @@ def _kafka(keys, seeds, version, store, table_out, write_docs, subnet, spark_mas
     table = evidence.format_outcomes(outcomes)
     click.echo("\n" + table)
     if table_out is not None:
-        table_out.parent.mkdir(parents=True, exist_ok=True)   # a fresh clone has no store/
-        table_out.write_text(table + "\n")
+        _write_table(table_out, table)
     if write_docs:
         click.echo(f"written to {evidence.write_table(table, cells, version)}")
     return 0 if all(o.ok for o in outcomes if o.runs) else EXIT_INVALID
+
+
+def _write_table(path: Path, table: str) -> None:
+    """--table-out: its folder is made (a fresh clone has no store/, and the
+    table was lost after a sitting of runs, before the docs were written)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(table + "\n")
 
 
 def _report(cell, skipped) -> None:
