@@ -333,6 +333,8 @@ def _on_run_dir(verb: str, action, run_dir: Path) -> None:
 def broker_command(args: tuple[str, ...]) -> None:
     """Run one reference broker node (the same options as
     `python -m reference_broker`; --help lists them)."""
+    from reference_broker.standalone import without_hypothesis
+    without_hypothesis()
     from reference_broker.main import main as broker_main
     try:
         code = broker_main(list(args), prog="kchaos broker")

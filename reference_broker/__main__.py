@@ -2,6 +2,9 @@
 
 import sys
 
-from reference_broker.main import main
+from reference_broker.standalone import without_hypothesis
+
+without_hypothesis()
+from reference_broker.main import main  # noqa: E402 — after Hypothesis is blocked
 
 sys.exit(main())

@@ -22,17 +22,23 @@ def test_sigterm_is_a_clean_shutdown(tmp_path):
     assert "Traceback" not in log
 
 
-def test_kchaos_broker_runs_the_same_node(tmp_path):
+@pytest.mark.parametrize("entry", [["-m", "reference_broker"],
+                                   ["-c", "from kchaos.cli import main; main()", "broker"]],
+                         ids=["python -m reference_broker", "kchaos broker"])
+def test_a_broker_starts_without_hypothesis_in_a_fresh_directory(entry, tmp_path):
+    """kio builds Hypothesis strategies at import when Hypothesis is
+    installed (as the test extras install it), and that fills .hypothesis/
+    in the working directory for seconds: a broker does without it."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-c", "from kchaos.cli import main; main()", "broker",
-         "--node-id", "7", "--listen", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "d")],
-        stderr=subprocess.PIPE, text=True)
+        [sys.executable, *entry, "--node-id", "7", "--listen", f"127.0.0.1:{port}",
+         "--data-dir", str(tmp_path / "d")], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
     try:
         BrokerProcess.wait_for_port("127.0.0.1", port, process, timeout=20)
         process.send_signal(signal.SIGTERM)
         assert process.wait(20) == 0
         assert "node 7 (broker,controller) listening" in process.stderr.read()
+        assert not (tmp_path / ".hypothesis").exists()
     finally:
         process.kill()
 
