@@ -6,8 +6,10 @@ systems never collide).
 
 Both run with the same settings where a comparison needs them; otherwise
 each keeps its own defaults (Kafka's from the shipped spec,
-cluster/kafka/kafka.toml, which already sets group.initial.rebalance.delay.ms=0;
-Kafka's time retention is turned off, since this broker never deletes).
+cluster/kafka/kafka.toml, which already sets group.initial.rebalance.delay.ms=0).
+The scenarios' records are stamped an hour or two ago (strategies.T0), so
+Kafka's 7-day time retention, which this broker never acts on, never
+deletes them.
 """
 
 from __future__ import annotations
@@ -30,13 +32,6 @@ READY_TIMEOUT = 180.0
 # The reference broker's default is 3000 ms; Kafka's spec sets 0 (as Kafka's
 # own sample server.properties does): a first JoinGroup is not held.
 REFERENCE_CONFIG = ["group.initial.rebalance.delay.ms=0"]
-# Kafka deletes a segment whose newest record's timestamp is older than
-# retention.ms (7 days by default), looked for every 5 minutes; the
-# scenarios' records carry 2023 timestamps, so a Kafka cluster that had run
-# 5 minutes deleted them mid-example (log start offset 3, and a fetch from 0
-# out of range). This broker never deletes (docs/broker.md): the check is
-# turned off, as a comparison needs.
-KAFKA_CONFIG = [f"log.retention.check.interval.ms={2**63 - 1}"]
 
 
 @dataclass
@@ -87,7 +82,7 @@ def start(kind: str, root: Path, size: int, first_address: str) -> Cluster:
     if kind == "reference":
         db = ReferenceDB(config=REFERENCE_CONFIG, port=PORT)
     else:
-        db = CommandDB(load_spec(spec_path()), config=KAFKA_CONFIG, kafka_version=KAFKA_VERSION)
+        db = CommandDB(load_spec(spec_path()), kafka_version=KAFKA_VERSION)
     cluster = Cluster(kind, nodes, db,
                       {i + 1: (n.address, PORT) for i, n in enumerate(nodes)})
     try:

@@ -15,6 +15,8 @@ documented divergence does not cascade into the rest of a scenario.
 
 from __future__ import annotations
 
+import time
+
 from hypothesis import strategies as st
 
 from tests.conformance import requests as rq
@@ -29,7 +31,15 @@ from tests.conformance.steps_topics import (
     AlterConfigs, CreateTopics, DescribeConfigs, Metadata, TopicSpec,
 )
 
-T0 = 1_700_000_000_000      # record timestamps: T0 + a few seconds (CreateTime, in the past)
+HOUR_MS = 3_600_000
+# Record timestamps: T0 + a few seconds, CreateTime an hour or two in the
+# past. Not a fixed date: Kafka deletes a segment whose newest record is
+# older than retention.ms (7 days), log.initial.task.delay.ms (30 s) after
+# it starts, whatever log.retention.check.interval.ms says of the checks
+# after that; with 2023 timestamps a scenario's records went mid-example (a
+# fetch from 0 out of range), which this broker never does. Not ahead of
+# the clock either, which Kafka may refuse (log.message.timestamp.after.max.ms).
+T0 = (time.time_ns() // 1_000_000 // HOUR_MS - 1) * HOUR_MS
 
 # Topic configs both brokers accept and honour alike: for topics the rest
 # of a scenario uses.
