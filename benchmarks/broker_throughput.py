@@ -165,7 +165,7 @@ def disk_gates(root: Path, directories: list[str], writeback_delay: float | None
     try:
         for node, directory in zip(nodes, directories):
             mount(node, directory=directory, writeback_delay=writeback_delay)
-        pids = [command(node, "status", directory=directory)["pid"]
+        pids = [command(node, "status")["pid"]
                 for node, directory in zip(nodes, directories)]
         yield f", data on disk gates (writeback delay {writeback_delay:g} s)", pids
     finally:

@@ -43,7 +43,7 @@ from benchmarks import duckdb_checks, spark_profile  # noqa: E402
 from benchmarks import synthetic_history as sh  # noqa: E402
 from benchmarks.injections import injected_ops, injection_steps  # noqa: E402
 from checkers.history import History  # noqa: E402
-from checkers.result import ANOMALY_TYPES, CheckOptions  # noqa: E402
+from checkers.result import ANOMALY_TYPES, MAX_EXAMPLES, CheckOptions  # noqa: E402
 from checkers.suite import check_history, write_results  # noqa: E402
 from history_analysis.ingest import ingest  # noqa: E402
 from history_analysis.spark import parse_conf, spark_session  # noqa: E402
@@ -85,7 +85,13 @@ def generate(spark, out: Path, events: int, cases: int, seed: int, jsonl: bool) 
         "start_wall_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "nodes": [],
         "topics": topics, "groups": [f"kchaos-g{g}" for g in range(sh.GROUPS)],
         "config": config, "sut": {"kind": "synthetic", "version": "1",
-                                  "bugs": list(ANOMALY_TYPES) if cases else []}}, indent=2) + "\n")
+                                  "bugs": list(ANOMALY_TYPES) if cases else []},
+        # What a run that wrote this history would have recorded: its final
+        # phase reads every partition to its end (synthetic_history.py), no
+        # daemon died, nothing was left to heal.
+        "outcome": {"final": {"reached": True}, "node_failures": [], "fault_effects": [],
+                    "heal_problems": [], "nemesis": [], "nemesis_error": None,
+                    "precondition_unmet": None}}, indent=2) + "\n")
     shutil.rmtree(out / ".injected")
     (out / MANIFEST).write_text(json.dumps({"events": events, "anomalies": cases, "seed": seed,
                                             "jsonl": jsonl, "layout": config}) + "\n")
@@ -236,7 +242,7 @@ def main() -> int:
         try:
             # Every case among the examples, to see where each was found.
             return check_history(spark, history, CheckOptions(
-                max_examples=max(32, args.anomalies)))
+                max_examples=max(MAX_EXAMPLES, args.anomalies)))
         finally:
             history.release()
 

@@ -7,6 +7,9 @@ Owns no anomaly type; adds `unknown` entries, each with a one-line
 
 - `untested`: an operation the workload issued (any client `f` but `crash`,
   which by the contract never completes `ok`) never completed `ok`;
+- `nothing-read-back`: no send was acknowledged, or no read returned an
+  acknowledged record (the duplicates family counts both per partition):
+  nothing went the whole way, so nothing could be found lost;
 - `final-reads`: the final phase recorded a partition's end and its reads
   did not reach it (the rule of checkers/lost.py's docstring, without its
   unplaced-send condition);
@@ -20,6 +23,7 @@ test.json.
 
 from __future__ import annotations
 
+from checkers.duplicates import FAMILY as DUPLICATES
 from checkers.findings import FINAL_READS_SHORT
 from checkers.history import History
 from checkers.result import CheckOptions, CheckResult
@@ -48,6 +52,19 @@ def check(spark, history: History, options: CheckOptions) -> CheckResult:
             "operations": never_ok}
 
     found = collected(history, options.max_examples)
+    tested = found.stats.get(DUPLICATES, {})
+    acknowledged = sum(tested.get("acknowledged", {}).values())
+    read_back = sum(tested.get("acknowledged_read", {}).values())
+    if not read_back:
+        what = (f"none of the {acknowledged} acknowledged record(s) was read"
+                if acknowledged else "no send was acknowledged")
+        result.unknown["nothing-read-back"] = {
+            "summary": what,
+            "reason": f"{what}, so no record went the whole way from a producer's "
+                      "acknowledgement to a consumer, and no loss, duplicate or reordering "
+                      "could have been seen",
+            "acknowledged": acknowledged}
+
     short = found.counts.get(FINAL_READS_SHORT, 0)
     if short:
         partitions = sorted(found.plain(FINAL_READS_SHORT),

@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from checkers.grouping import NONE
+from checkers.result import MAX_EXAMPLES
 
 UNDECIDED = "unseen-undecided"
 UNDECIDED_PARTITION = "unseen-undecided-partition"
@@ -105,7 +106,7 @@ class Findings:
     """The rows one partition's check emits."""
 
     def __init__(self, topic: str | None = None, partition: int | None = None,
-                 max_examples: int = 32):
+                 max_examples: int = MAX_EXAMPLES):
         self.topic, self.partition = topic, partition
         self.max_examples = max_examples
         self.counts: dict[str, int] = {}

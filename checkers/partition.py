@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from checkers.grouping import NONE, lookup, order, reduce, starts
+from checkers.result import MAX_EXAMPLES
 
 OK, INFO, FAIL = 0, 1, 2
 TYPES = ("ok", "info", "fail")
@@ -52,7 +53,7 @@ class Context:
     assigned_topics: frozenset[tuple[int, str]] = frozenset()  # (process, topic)
     series_start: int = 0
     series_width: int = 1
-    max_examples: int = 32
+    max_examples: int = MAX_EXAMPLES
     fault_spans: tuple[tuple[str, int, int], ...] = ()    # Summary.fault_spans
 
 

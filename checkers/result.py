@@ -25,11 +25,12 @@ ANOMALY_TYPES = (
 
 # docs/anomalies.md: reported, but normal for Kafka.
 ALLOWED_BY_DEFAULT = frozenset({"int-send-skip", "resume-rewind"})
+MAX_EXAMPLES = 32     # cases kept per anomaly type, unless a run says otherwise
 
 
 @dataclass(frozen=True)
 class CheckOptions:
-    max_examples: int = 32
+    max_examples: int = MAX_EXAMPLES
     allowed: frozenset[str] = ALLOWED_BY_DEFAULT
 
 

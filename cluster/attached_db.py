@@ -24,7 +24,7 @@ import time
 from typing import Protocol, runtime_checkable
 
 from cluster.db import ExternalDB
-from cluster.node import Node
+from cluster.node import Node, until_frozen
 from cluster.readiness import (broker_hosts, group_coordinator_id, metadata_problem,
                                partition_state, same_host)
 
@@ -73,9 +73,15 @@ class AttachedDB(ExternalDB):
 
     def pause(self, node: Node) -> None:
         self._signal(node, signal.SIGSTOP)
+        if self.broker_process is not None:
+            until_frozen(node, lambda: self._pids(node), True, "the broker's processes")
 
     def resume(self, node: Node) -> None:
-        self._signal(node, signal.SIGCONT)
+        if self.broker_process is None:
+            self._signal(node, signal.SIGCONT)
+        elif self._pids(node):      # heal-all resumes every node: one not running is fine
+            self._signal(node, signal.SIGCONT)
+            until_frozen(node, lambda: self._pids(node), False, "the broker's processes")
 
     def kill(self, node: Node) -> None:
         self._signal(node, signal.SIGKILL)
@@ -106,8 +112,17 @@ class AttachedDB(ExternalDB):
     def _signal(self, node: Node, sig: int) -> None:
         if self.broker_process is not None:
             pids = self._pids(node)
-            if pids:
-                node.run(["kill", f"-{int(sig)}", *map(str, pids)], check=False)
+            if not pids:
+                raise RuntimeError(f"{node.name}: no process matches --broker-process "
+                                   f"{per_node(self.broker_process, node)!r}: nothing to "
+                                   f"signal (is the broker running? does the pattern match "
+                                   f"its command line, as pgrep -f reads it?)")
+            done = node.run(["kill", f"-{int(sig)}", *map(str, pids)], check=False)
+            # A process that exited between pgrep and kill is not a failure;
+            # a signal nobody could receive is.
+            if done.returncode != 0 and len(self._pids(node)) == len(pids):
+                raise RuntimeError(f"{node.name}: kill -{int(sig)} {' '.join(map(str, pids))} "
+                                   f"failed: {done.stderr.strip() or done.returncode}")
         elif sig == signal.SIGSTOP:
             node.pause_container()
         elif sig == signal.SIGCONT:
@@ -124,7 +139,7 @@ class AttachedDB(ExternalDB):
 
     # -- the cluster as clients see it -----------------------------------------
 
-    def crashed(self) -> list[str]:
+    def deaths(self) -> list[tuple[str, str, float]]:
         return []       # a cluster kchaos did not start: nothing is expected of it
 
     def wait_ready(self, timeout: float = 60.0) -> None:

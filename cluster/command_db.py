@@ -145,6 +145,7 @@ class CommandDB(DaemonDB):
 
     def start(self, node: Node) -> None:
         """Start each daemon of node that does not run (the broker last)."""
+        self._look_at(node)
         names = self.daemons_on(node)
         for name in sorted(names, key=lambda name: name == self.broker_daemon):
             if not node.is_running(name):
@@ -161,6 +162,7 @@ class CommandDB(DaemonDB):
     def stop(self, node: Node) -> None:
         """Stop every daemon of node the spec's way (its signal, then
         SIGKILL after its timeout)."""
+        self._look_at(node)
         for name in self.daemons_on(node):
             daemon = self.spec.daemon(name)
             self._expected.discard((node.name, name))

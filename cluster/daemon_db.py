@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import signal
 import socket
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path, PurePath
 
-from cluster.node import Node
+from cluster.node import Node, until_frozen
 from cluster.readiness import (broker_hosts, group_coordinator_id, metadata_problem,
                                partition_state, same_host)
 
@@ -32,6 +33,8 @@ class DaemonDB:
     def __init__(self) -> None:
         self.nodes: list[Node] = []
         self._expected: set[tuple[str, str]] = set()  # (node, daemon) that should run
+        self._dead: list[tuple[str, str, float]] = []  # (node, daemon, monotonic) not told yet
+        self._watching = threading.Lock()
         self._advertised: dict[int, Node] = {}   # broker id -> node, by advertised host
 
     # -- what subclasses say -------------------------------------------------
@@ -118,12 +121,27 @@ class DaemonDB:
         raise TimeoutError(f"{type(self).__name__}: cluster not ready after {timeout} s: "
                            f"{problem}\n" + "\n".join(self._log_tail(n) for n in self.nodes))
 
-    def crashed(self) -> list[str]:
-        """Names of the nodes whose broker should run (started, not killed
-        through this adapter) and does not."""
-        return [n.name for n in self.nodes
-                if (n.name, self.broker_daemon) in self._expected
-                and not n.is_running(self.broker_daemon)]
+    def deaths(self) -> list[tuple[str, str, float]]:
+        """(node, daemon, time.monotonic() it was seen) for each daemon that
+        should run (started, not killed or stopped through this adapter)
+        and does not, each once: it is expected again only when started
+        again. A start or a kill through the adapter looks at the node
+        first, so neither erases a death that came before it."""
+        for node in self.nodes:
+            self._look_at(node)
+        with self._watching:
+            found, self._dead = self._dead, []
+        return found
+
+    def _look_at(self, node: Node) -> None:
+        """Note the daemons of node that should run and do not (deaths())."""
+        for daemon in self.daemons_on(node):
+            if (node.name, daemon) not in self._expected or node.is_running(daemon):
+                continue
+            with self._watching:
+                if (node.name, daemon) in self._expected:
+                    self._expected.discard((node.name, daemon))
+                    self._dead.append((node.name, daemon, time.monotonic()))
 
     def primary(self, topic: str, partition: int) -> Node | None:
         """The leader of topic-partition as Metadata from the running
@@ -184,18 +202,24 @@ class DaemonDB:
     def kill(self, node: Node, *, daemon: str | None = None) -> None:
         """Every daemon of node, or only `daemon` (a validation recipe
         kills the broker and keeps the controller beside it)."""
+        self._look_at(node)
         for name in [daemon] if daemon else self.daemons_on(node):
             self._expected.discard((node.name, name))
             node.stop_daemon(name, sig=signal.SIGKILL)
 
     def pause(self, node: Node, *, daemon: str | None = None) -> None:
-        for name in [daemon] if daemon else self.daemons_on(node):
+        names = [daemon] if daemon else self.daemons_on(node)
+        for name in names:
             node.signal(name, signal.SIGSTOP)
+        for name in names:
+            until_frozen(node, _running_pid(node, name), True, f"the {name}")
 
     def resume(self, node: Node) -> None:
         # In reverse: the reference broker's controller before its broker.
         for name in reversed(self.daemons_on(node)):
             node.signal(name, signal.SIGCONT)
+        for name in self.daemons_on(node):
+            until_frozen(node, _running_pid(node, name), False, f"the {name}")
 
     def teardown(self, node: Node) -> None:
         """SIGKILL every daemon of ours on node (stop_daemon continues a
@@ -252,6 +276,14 @@ class DaemonDB:
                 lines = ["(no log)"]
             tails.append(f"--- {node.name}:{path}\n" + "\n".join(lines[-LOG_TAIL_LINES:]))
         return "\n".join(tails)
+
+
+def _running_pid(node: Node, daemon: str):
+    """pids() for until_frozen: the daemon's, while it runs."""
+    def pids() -> list[int]:
+        pid = node.pid(daemon)
+        return [pid] if pid is not None and node.is_running(daemon) else []
+    return pids
 
 
 def _accepts(host: str, port: int) -> bool:

@@ -161,6 +161,7 @@ class ReferenceDB(DaemonDB):
     # broker (a restarted one replays its metadata.log; brokers wait for it).
 
     def start(self, node: Node) -> None:
+        self._look_at(node)
         if self._is_controller_node(node) and not node.is_running(CONTROLLER):
             self._check_port_free(node, self.controller_port)
             node.start_daemon(CONTROLLER, self._controller_argv(node),

@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 import signal as signals
 import subprocess
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import Protocol, runtime_checkable
 
@@ -49,6 +50,10 @@ class Node(Protocol):
 
     def is_running(self, name: str) -> bool:
         """Whether the daemon name exists and has not exited (a paused one runs)."""
+
+    def pid(self, name: str) -> int | None:
+        """The daemon's last pid (its process group's too), None if it was
+        never started."""
 
     def stop_daemon(self, name: str, *, sig: int = signals.SIGTERM,
                     timeout: float = 10.0) -> int | None:
@@ -142,3 +147,30 @@ def _listens_on(local: str, host: str, port: int) -> bool:
     address, _, listen_port = local.rpartition(":")
     address = address.strip("[]").split("%")[0].removeprefix("::ffff:")
     return listen_port == str(port) and address in ("*", "0.0.0.0", "::", host)
+
+
+def process_state(node: Node, pid: int) -> str | None:
+    """The one-letter state of process pid on node, as /proc says ("T"
+    stopped, "S" sleeping, "Z" a zombie ...); None when there is none.
+    /proc, not ps: a minimal node image has no procps."""
+    done = node.run(["cat", f"/proc/{pid}/stat"], check=False, timeout=30.0)
+    # After the ") " that ends the command name: field 3, the state.
+    fields = done.stdout.rpartition(") ")[2].split()
+    return fields[0] if done.returncode == 0 and fields else None
+
+
+def until_frozen(node: Node, pids: Callable[[], list[int]], frozen: bool, what: str,
+                 timeout: float = 10.0) -> None:
+    """Until every process pids() names is in the stopped state (frozen) or
+    none is, as /proc says: a pause or a resume is verified, not assumed.
+    Nothing running is neither, and returns."""
+    deadline = time.monotonic() + timeout
+    while True:
+        states = {pid: process_state(node, pid) for pid in pids()}
+        states = {pid: state for pid, state in states.items() if state is not None}
+        if all((state == "T") == frozen for state in states.values()):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{node.name}: {what} (pid, state: {sorted(states.items())}) "
+                               f"{timeout:g} s after SIG{'STOP' if frozen else 'CONT'}")
+        time.sleep(0.05)

@@ -8,12 +8,14 @@ tool) is checked as is.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 from checkers.history import History
 from checkers.result import CheckOptions
 from checkers.suite import SuiteResult, check_history, write_results
+from history_analysis.run_dir import TEST_FILE
 from kchaos.verdict import outcome_unknowns
 from history_analysis.ingest import HISTORY_FILE, TABLES_DIR, IngestError, ingest, tables_are_stale
 
@@ -34,7 +36,23 @@ def prepare_run(run_dir: str | os.PathLike) -> Path:
     return run_dir
 
 
-def check_run(spark, run_dir: str | os.PathLike, options: CheckOptions) -> SuiteResult:
+def recorded_options(run_dir: str | os.PathLike) -> CheckOptions:
+    """How the run asked to be judged (test.json's config: `allow`,
+    `max_examples`); the defaults for a run whose config cannot be read."""
+    from kchaos.config import TestConfig
+    try:
+        config = json.loads((Path(run_dir) / TEST_FILE).read_text())["config"]
+        return TestConfig.from_json(config).check_options()
+    except (OSError, ValueError, KeyError, TypeError):
+        return CheckOptions()
+
+
+def check_run(spark, run_dir: str | os.PathLike,
+              options: CheckOptions | None = None) -> SuiteResult:
+    """The suite on run_dir, judged with `options`, by default as the run
+    recorded (recorded_options): a re-check judges a run as its run did."""
+    if options is None:
+        options = recorded_options(run_dir)
     run_dir = prepare_run(run_dir)
     history = History.open(spark, run_dir / TABLES_DIR)
     try:

@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
+from checkers.result import MAX_EXAMPLES
 from kchaos import __version__
 from kchaos.config import TestConfig
 from kchaos.options import click_options, from_flat, given, read_config_file
@@ -115,14 +116,15 @@ def ingest_command(run_dirs: tuple[Path, ...]) -> None:
 @cli.command("check")
 @click.argument("run_dirs", nargs=-1, required=True, type=RUN_DIR, metavar="RUN_DIR...")
 @click.option("--allow", "allow", multiple=True, metavar="TYPE",
-              help="An anomaly type expected in this run (repeatable): still counted and "
-                   "shown, no longer invalid. int-send-skip and resume-rewind are always "
-                   "allowed.")
-@click.option("--max-examples", type=click.IntRange(min=0), default=32, show_default=True,
-              help="Cases kept per anomaly type in results.json.")
+              help="An anomaly type expected in this run (repeatable), besides those the "
+                   "run itself allowed (its test.json): still counted and shown, no longer "
+                   "invalid. int-send-skip and resume-rewind are always allowed.")
+@click.option("--max-examples", type=click.IntRange(min=0), default=None,
+              help="Cases kept per anomaly type in results.json.  [default: the run's own "
+                   f"setting, else {MAX_EXAMPLES}]")
 @junit_option
 @spark_options
-def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_examples: int,
+def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_examples: int | None,
                   junit: Path | None, spark_master: str | None,
                   spark_conf: tuple[str, ...]) -> None:
     """Check the histories of RUN_DIR... for anomalies (docs/anomalies.md).
@@ -132,18 +134,22 @@ def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_exampl
     table of anomaly counts. Exit code: 0 all valid, 1 any invalid, 2 any
     unknown (none invalid), 3 bad input or internal error.
     """
-    from checkers.result import ALLOWED_BY_DEFAULT, ANOMALY_TYPES, UNKNOWN, CheckOptions
+    from checkers.result import ANOMALY_TYPES, UNKNOWN, CheckOptions
     from history_analysis.history import HistoryError
     from history_analysis.ingest import IngestError
     from history_analysis.tables import TableError
-    from kchaos.check import check_run, prepare_run
+    from kchaos.check import check_run, prepare_run, recorded_options
 
     unknown_types = [t for t in allow if t not in ANOMALY_TYPES]
     if unknown_types:
         raise BadInput(f"--allow {unknown_types[0]!r}: not an anomaly type; choose from "
                        + ", ".join(ANOMALY_TYPES))
-    options = CheckOptions(max_examples=max_examples,
-                           allowed=ALLOWED_BY_DEFAULT | frozenset(allow))
+
+    def options(run_dir: Path) -> CheckOptions:
+        """The run's own (test.json's config), with this command's added."""
+        own = recorded_options(run_dir)
+        return CheckOptions(max_examples=own.max_examples if max_examples is None
+                            else max_examples, allowed=own.allowed | frozenset(allow))
     from kchaos.junit import Case, case_of, write_junit
     verdicts, counts, cases = [], {}, []
 
@@ -165,7 +171,7 @@ def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_exampl
     for run_dir in ready:
         started = time.monotonic()
         try:
-            suite = check_run(spark, run_dir, options)
+            suite = check_run(spark, run_dir, options(run_dir))
         except (HistoryError, IngestError, TableError) as e:
             bad(run_dir, started, e)
             continue
@@ -190,10 +196,6 @@ def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_exampl
               help="A test's settings (TOML): the same fields and tables as test.json's "
                    "config. Options given here override it.")
 @run_options
-@click.option("--allow", "allow", multiple=True, metavar="TYPE",
-              help="An anomaly type expected in this run (repeatable), as kchaos check.")
-@click.option("--max-examples", type=click.IntRange(min=0), default=32, show_default=True,
-              help="Cases kept per anomaly type in results.json.")
 @click.option("--check/--no-check", default=True, show_default=True,
               help="Check the history when the run ends. With --no-check no Spark "
                    "starts, the run is not judged (exit 2) and `kchaos check RUN_DIR` "
@@ -201,24 +203,19 @@ def check_command(run_dirs: tuple[Path, ...], allow: tuple[str, ...], max_exampl
 @junit_option
 @spark_options
 @click.pass_context
-def run_command(ctx, config_file, allow, max_examples, check, junit, spark_master, spark_conf,
-                **options) -> None:
+def run_command(ctx, config_file, check, junit, spark_master, spark_conf, **options) -> None:
     """Run a test: start the cluster, drive the queue workload, read
     everything back, check the history, print the verdict and the run
     directory. Exit codes as kchaos check: 0 valid, 1 invalid, 2 unknown
     (or not checked), 3 bad input or an error before a history was written.
     """
-    from checkers.result import ANOMALY_TYPES, UNKNOWN
+    from checkers.result import UNKNOWN
     from cluster.node import SetupError
     from history_analysis.spark import parse_conf
     from kchaos.progress import Progress
     from kchaos.run import run_and_check, run_test
     from kchaos.session import BackgroundSession
 
-    unknown_types = [t for t in allow if t not in ANOMALY_TYPES]
-    if unknown_types:
-        raise BadInput(f"--allow {unknown_types[0]!r}: not an anomaly type; choose from "
-                       + ", ".join(ANOMALY_TYPES))
     if junit is not None and not check:
         raise BadInput("--junit writes a verdict, which --no-check does not give: drop one")
     sources = {name: ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
@@ -243,8 +240,7 @@ def run_command(ctx, config_file, allow, max_examples, check, junit, spark_maste
             click.echo(f"{outcome.run_dir}: not checked; kchaos check {outcome.run_dir} "
                        "judges it")
             sys.exit(EXIT_UNKNOWN)
-        result = run_and_check(config, spark, allowed=frozenset(allow),
-                               max_examples=max_examples, progress=Progress.for_terminal())
+        result = run_and_check(config, spark, progress=Progress.for_terminal())
     except SetupError as e:
         raise BadInput(str(e)) from None
     _echo_outcome(result.outcome, config)

@@ -89,7 +89,7 @@ class Cluster:
         if config.disk_gate():
             from nemesis.disk.fault import mount
             for node in self.nodes:         # under the data directory, before the broker
-                mount(node)
+                mount(node, directory=self.db.data_dirs(node)[0])
         try:
             self.db.start_all(self.nodes)
         except TimeoutError as e:
@@ -105,10 +105,11 @@ class Cluster:
         return Target(self.nodes, self.db, self.db.bootstrap_servers(), topics,
                       self.config.workload.partitions, list(groups))
 
-    def crashed(self) -> list[str]:
-        """Nodes whose broker died unasked — crashed, or killed by someone
-        other than the nemesis, whose kills the DB adapter expects."""
-        return self.db.crashed() if self.db is not None and self.nodes else []
+    def deaths(self) -> list[tuple[str, str, float]]:
+        """Daemons that died unasked since the last call — crashed, or killed
+        by someone other than the nemesis, whose kills the DB adapter
+        expects: (node, daemon, time.monotonic() seen)."""
+        return self.db.deaths() if self.db is not None and self.nodes else []
 
     def logs(self, name: str) -> str:
         """The text of node name's DB logs as they are now ("" if none)."""

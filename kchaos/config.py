@@ -16,6 +16,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from checkers.result import ALLOWED_BY_DEFAULT, MAX_EXAMPLES, CheckOptions
 from cluster.addressing import DEFAULT_SUBNET
 from cluster.kafka.dist import DEFAULT_VERSION as KAFKA_VERSION
 from cluster.ssh_options import DEFAULT_ROOT as SSH_ROOT
@@ -134,8 +135,21 @@ class TestConfig:
     recovery_time: float = setting(5.0, "Seconds between healing and the final reads.")
     final_time_limit: float = setting(60.0, "Seconds the final reads may take.")
     store: Path = setting(Path("store"), "Where run directories go.")
+    # -- how the run is judged: written to test.json, so that every later
+    # `kchaos check` of the run judges it the same way ------------------------
+    allow: list[str] = setting(
+        default_factory=list, multiple=True, metavar="TYPE",
+        help="An anomaly type expected in this run (repeatable): still counted and shown, "
+             "no longer invalid. int-send-skip and resume-rewind are always allowed.")
+    max_examples: int = setting(MAX_EXAMPLES,
+                                "Cases kept per anomaly type in results.json.", metavar="N")
 
     # -- derived -------------------------------------------------------------
+
+    def check_options(self) -> CheckOptions:
+        """How this run is judged, whenever it is."""
+        return CheckOptions(max_examples=self.max_examples,
+                            allowed=ALLOWED_BY_DEFAULT | frozenset(self.allow))
 
     def node_backend(self) -> str:
         if self.backend is not None:

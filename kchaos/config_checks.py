@@ -113,20 +113,34 @@ def _nodes(config: TestConfig) -> list[tuple[str, str]]:
 
 
 def _phases(config: TestConfig) -> list[tuple[str, str]]:
+    from checkers.result import ANOMALY_TYPES
     found = [(name, "must be positive") for name in ("time_limit", "final_time_limit")
              if not getattr(config, name) > 0]
+    found += [("allow", f"{t!r} is not an anomaly type; choose from {', '.join(ANOMALY_TYPES)}")
+              for t in config.allow if t not in ANOMALY_TYPES][:1]
+    if config.max_examples < 0:
+        found.append(("max_examples", "must not be negative"))
     if config.recovery_time < 0:
         found.append(("recovery_time", "must not be negative"))
     return found
 
 
 def _nemesis(config: TestConfig) -> list[tuple[str, str]]:
-    from nemesis.schedule import check
+    from nemesis.schedule import check, plan
     try:
         check(config.nemesis, config.fault_targets, config.nemesis_interval)
     except ValueError as e:
         return [("nemesis", str(e))]
     found = []
+    if config.nemesis and not plan(config.nemesis, interval=config.nemesis_interval,
+                                   duration=config.time_limit, seed=config.seed,
+                                   targets=config.fault_targets):
+        # The first fault starts one interval in: a run shorter than that
+        # would inject nothing, and its verdict would be about no fault.
+        found.append(("nemesis", f"{','.join(config.nemesis)} asked for, but no fault "
+                      f"starts within --time-limit {config.time_limit:g} s (the first one "
+                      f"starts after --nemesis-interval {config.nemesis_interval:g} s): raise "
+                      f"--time-limit or lower --nemesis-interval"))
     if config.nemesis and config.nemesis_script:
         found.append(("nemesis_script", "a script replaces the --nemesis schedule; pass one "
                       "of them"))

@@ -174,14 +174,13 @@ def recheck(spark, store: Path, *, profile: str = DEFAULT_PROFILE,
     a run's history is the evidence, so a checker fixed since the run
     changes the verdict, not the run. Each rejudged cell names the commit
     that judged it (`checked`); the cells file is replaced whole."""
-    from checkers.result import CheckOptions
     from history_analysis.report import write_report_quietly
     from kchaos.check import check_run
     from kchaos.measured import commit
     judged_by, cells = commit(), []
     for cell in read_cells(store):
         if (cell.profile, cell.time_limit) == (profile, time_limit) and cell.run_dir:
-            suite = check_run(spark, cell.run_dir, CheckOptions())
+            suite = check_run(spark, cell.run_dir)      # as the run recorded it
             cell = dataclasses.replace(cell, checked=judged_by, **_verdict(
                 suite.valid, suite.result.counts, Path(cell.run_dir)))
             write_report_quietly(Path(cell.run_dir))      # the report shows the new verdict

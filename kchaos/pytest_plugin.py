@@ -47,10 +47,10 @@ def kchaos(kchaos_spark, tmp_path, request):
 
     def run(*, allowed=(), **options):
         options.setdefault("store", tmp_path / "store")
-        config = TestConfig.build(**options)
+        # `allowed=` is the plugin's older name for the setting `allow`.
+        config = TestConfig.build(**{"allow": sorted(allowed), **options})
         config.validate()
-        result = run_and_check(config, kchaos_spark, allowed=frozenset(allowed),
-                               progress=Progress.quiet())
+        result = run_and_check(config, kchaos_spark, progress=Progress.quiet())
         request.node.stash.setdefault(RUNS, []).append(result)
         if result.report is not None:
             request.node.user_properties.append(("kchaos_report", str(result.report)))

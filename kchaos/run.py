@@ -30,9 +30,9 @@ from history_analysis.run_dir import LOG_FILE
 from kchaos import __version__
 from kchaos.cluster import Cluster
 from kchaos.config import TestConfig
+from kchaos.liveness import LivenessWatch, judged
 from kchaos.progress import Progress
 from kchaos.session import BackgroundSession
-from nemesis.effects import explained
 from nemesis.heal import heal_all
 from nemesis.runner import Nemesis, NemesisThread
 from nemesis.schedule import Step, plan, scheduled
@@ -57,6 +57,7 @@ class RunOutcome:
     run_dir: Path
     bootstrap: str = ""
     final: dict = field(default_factory=dict)
+    dropped: list[dict] = field(default_factory=list)   # planned starts never made
     node_failures: list[str] = field(default_factory=list)
     fault_effects: list[str] = field(default_factory=list)  # deaths a fault explains
     operations: int = 0
@@ -125,6 +126,7 @@ def run_test(config: TestConfig, progress: Progress | None = None,
     run_log = _log_to(run_dir / LOG_FILE)
     cluster = Cluster(config, run_dir)
     history = nemesis = checking = None
+    watch = LivenessWatch(cluster, clock)
     stats = Stats()
     steps = nemesis_plan(config)
     try:
@@ -133,6 +135,7 @@ def run_test(config: TestConfig, progress: Progress | None = None,
         if spark is not None:
             spark.start()
         outcome.bootstrap = cluster.start()
+        watch.start()
         if cluster.nodes:
             nemesis = Nemesis(cluster.view(topics, groups), None, seed=config.seed)
             outcome.heal_problems += heal_all(nemesis.cluster)     # a clean start
@@ -145,24 +148,14 @@ def run_test(config: TestConfig, progress: Progress | None = None,
         history = HistoryWriter(run_dir / "history.jsonl")
         if nemesis is not None:
             nemesis.history = history
-        progress.phase("main", stats)
+        enter("main", progress, watch, stats)
         run_main_phase(config, target, history, stats, nemesis, steps, outcome)
         if nemesis is not None:
-            # Before heal-all restarts them: a broker that died unasked is
-            # news, unless a fault injected on its node explains it.
-            for name in cluster.crashed():
-                line = explained(name, nemesis.realised, cluster.logs(name))
-                if line is None:
-                    outcome.node_failures.append(f"{name}: the broker was not running at the "
-                                                 f"end of the main phase (heal-all started it)")
-                else:
-                    outcome.fault_effects.append(f"{name}: the broker exited of the disk "
-                                                 f"errors injected on its node: {line}")
-            progress.phase("heal")
+            enter("heal", progress, watch)
             outcome.heal_problems += nemesis.heal()
-        progress.phase("recovery")
+        enter("recovery", progress, watch)
         time.sleep(config.recovery_time)
-        progress.phase("final")
+        enter("final", progress, watch)
         reader = FinalReader(history, bootstrap=outcome.bootstrap, library=workload.client,
                              settings=workload.client_settings,
                              partitions=[(t, p) for t in topics
@@ -173,6 +166,10 @@ def run_test(config: TestConfig, progress: Progress | None = None,
         outcome.final_reads_ended = time.monotonic()
     finally:
         progress.phase("teardown")
+        # Before heal-all starts them again: a daemon that died unasked is
+        # news, unless a fault injected on its node explains it.
+        outcome.node_failures, outcome.fault_effects = judged(
+            watch.stop(), nemesis.realised if nemesis is not None else [], cluster.logs)
         if nemesis is not None:
             # Whatever ended the run (an error, Ctrl-C): no fault outlives it.
             nemesis.history = None
@@ -181,13 +178,12 @@ def run_test(config: TestConfig, progress: Progress | None = None,
             outcome.nemesis = nemesis.realised
         if history is not None:
             history.close()
-        outcome.node_failures += [f"{name}: the broker is not running at the end of the run"
-                                  for name in cluster.crashed()]
         _amend_test_json(run_dir, {"final": outcome.final, "node_failures": outcome.node_failures,
                                    "fault_effects": outcome.fault_effects,
                                    "bootstrap": outcome.bootstrap, "nemesis": outcome.nemesis,
                                    "heal_problems": outcome.heal_problems,
                                    "nemesis_error": outcome.nemesis_error,
+                                   "dropped": outcome.dropped,
                                    "precondition_unmet": outcome.precondition_unmet,
                                    "seconds": round(time.monotonic() - clock, 1)})
         # The history and the outcome are complete: the check needs no
@@ -224,6 +220,13 @@ class _Checking:
         if error is not None:
             raise error
         return value
+
+
+def enter(phase: str, progress: Progress, watch: LivenessWatch, stats=None) -> None:
+    """The run moves on to phase: the terminal and the deaths seen say so."""
+    watch.look()            # a death seen now happened in the phase before
+    watch.phase = phase
+    progress.phase(phase, stats)
 
 
 def _log_to(path: Path) -> logging.Handler:
@@ -274,6 +277,7 @@ def run_main_phase(config: TestConfig, target: Target, history: HistoryWriter,
         if thread.error is not None:
             outcome.nemesis_error = f"{type(thread.error).__name__}: {thread.error}"
         outcome.precondition_unmet = thread.unmet
+        outcome.dropped = nemesis.dropped
 
 
 def write_test_json(run_dir: Path, config: TestConfig, started: datetime,
@@ -295,7 +299,14 @@ def write_test_json(run_dir: Path, config: TestConfig, started: datetime,
         "command_line": list(sys.argv),
         "versions": versions(),
     }
-    (run_dir / "test.json").write_text(json.dumps(body, indent=1) + "\n")
+    _write_json(run_dir / "test.json", body)
+
+
+def _write_json(path: Path, body: dict) -> None:
+    """Whole or not at all: a harness killed mid-write leaves the old file."""
+    partial = path.with_name(f".{path.name}.tmp")
+    partial.write_text(json.dumps(body, indent=1) + "\n")
+    partial.replace(path)
 
 
 def versions() -> dict[str, str]:
@@ -325,7 +336,7 @@ def _amend_test_json(run_dir: Path, extra: dict, key: str = "outcome") -> None:
     if path.exists():
         body = json.loads(path.read_text())
         body[key] = extra
-        path.write_text(json.dumps(body, indent=1) + "\n")
+        _write_json(path, body)
 
 
 @dataclass
@@ -341,17 +352,16 @@ class RunResult:
     report: Path | None = None          # report.html; None when writing it failed
 
 
-def run_and_check(config: TestConfig, spark, *, allowed: frozenset[str] = frozenset(),
-                  max_examples: int = 32, progress: Progress | None = None) -> RunResult:
-    """run_test, then the checker suite on its run directory (results.json);
-    what `kchaos run` and the pytest plugin both do. `spark` is a
-    BackgroundSession (started during setup, if not yet) or a running
-    SparkSession."""
-    from checkers.result import ALLOWED_BY_DEFAULT, CheckOptions
+def run_and_check(config: TestConfig, spark, *,
+                  progress: Progress | None = None) -> RunResult:
+    """run_test, then the checker suite on its run directory (results.json),
+    judged as the config says (`allow`, `max_examples`); what `kchaos run`
+    and the pytest plugin both do. `spark` is a BackgroundSession (started
+    during setup, if not yet) or a running SparkSession."""
     from kchaos.check import check_run
     if not isinstance(spark, BackgroundSession):
         spark = BackgroundSession.around(spark)
-    options = CheckOptions(max_examples=max_examples, allowed=ALLOWED_BY_DEFAULT | allowed)
+    options = config.check_options()
     verdict_at: list[float] = []
 
     def check(run_dir: Path) -> SuiteResult:

@@ -71,10 +71,32 @@ def _read_json(path: Path) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
+MAX_DEPTH = 6      # directories below the store a run directory may be found at
+
+
 def run_dirs(store: Path) -> list[Path]:
-    """STORE/<test>/<run>/ directories holding a test.json or a history."""
-    found = {p.parent for name in (TEST_FILE, HISTORY_FILE) for p in store.glob(f"*/*/{name}")}
-    return sorted(found)
+    """Directories under store holding a test.json or a history, at any
+    depth up to MAX_DEPTH: `kchaos run`'s STORE/<test>/<run>/, a folder of
+    run directories as `kchaos check` takes them, the store itself. A run
+    directory's own subfolders (its tables, its nodes' logs) are not
+    searched: nothing in them is a run."""
+    found = []
+
+    def visit(directory: Path, depth: int) -> None:
+        if any((directory / name).is_file() for name in (TEST_FILE, HISTORY_FILE)):
+            found.append(directory)
+            return
+        if depth == MAX_DEPTH:
+            return
+        try:
+            children = sorted(p for p in directory.iterdir()
+                              if p.is_dir() and not p.is_symlink() and not p.name.startswith("."))
+        except OSError:
+            return
+        for child in children:
+            visit(child, depth + 1)
+    visit(store, 0)
+    return found
 
 
 class Listing:
@@ -156,6 +178,13 @@ def listing_page(runs: list[RunSummary], query: dict[str, list[str]]) -> str:
                     f'<td class="{r.verdict}">{r.verdict}</td><td>{counts}</td>'
                     f'<td>{seconds}</td><td><a href="{base}">files</a> · '
                     f'<a href="/zip/{quote(r.run)}">zip</a></td></tr>')
+    if not runs:
+        return document("kchaos runs", [
+            "<h1>kchaos runs</h1><p>No run directory here: looked for folders holding a "
+            f"<code>{TEST_FILE}</code> or a <code>{HISTORY_FILE}</code> under the store, "
+            f"{MAX_DEPTH} levels deep at most. Point <code>kchaos serve --store</code> at "
+            "the folder your runs are in (<code>kchaos run --store</code>, ./store by "
+            "default).</p>"], style=STYLE)
     return document("kchaos runs", [
         "<h1>kchaos runs</h1>"
         f"<p>{len(shown)} of {len(runs)} runs · verdict: {filters} · "

@@ -59,7 +59,8 @@ def recipe_config(recipe: Recipe, *, on: bool, seed: int, store: Path,
     return TestConfig.build(**recipe.config, bugs=[recipe.switch] if on else [], seed=seed,
                             store=store, subnet=subnet,
                             name=f"validate-{recipe.switch}-{'on' if on else 'off'}",
-                            nemesis_script=recipe.switch if recipe.script else None)
+                            nemesis_script=recipe.switch if recipe.script else None,
+                            allow=sorted(recipe.allowed))
 
 
 def validate_recipe(recipe: Recipe, spark, store: Path, *, first_seed: int = 1,
@@ -151,8 +152,7 @@ def client_errors(run_dir: Path, error: str | None) -> int:
 def _run(recipe: Recipe, on: bool, seed: int, store: Path, spark,
          progress: Progress | None, subnet: str) -> RunResult:
     config = recipe_config(recipe, on=on, seed=seed, store=store, subnet=subnet)
-    return run_and_check(config, spark,
-                         allowed=recipe.allowed, progress=progress or Progress.quiet())
+    return run_and_check(config, spark, progress=progress or Progress.quiet())
 
 
 def every_fault_config(broker_config: list[str] = (), nemesis: list[str] = SOAK_NEMESES,

@@ -46,6 +46,7 @@ class Nemesis:
         self.active: list[Fault] = []
         self.done = threading.Event()       # the main phase is over
         self.realised: list[dict] = []      # what happened, for test.json
+        self.dropped: list[dict] = []       # planned starts the main phase ended before
         self._lock = threading.Lock()
         self._outstanding: tuple[str, dict] | None = None   # an invocation not completed yet
         self._abandoned: int | None = None  # the thread whose records are dropped

@@ -75,6 +75,17 @@ def write_report(run_dir: str | os.PathLike) -> Path:
 
 # -- sections -------------------------------------------------------------
 
+def _final_reads(test: dict) -> str:
+    """What the run's outcome says its final reads did, as a clause."""
+    final = (test.get("outcome") or {}).get("final") or {}
+    ends = final.get("ends") or {}
+    if final.get("reached"):
+        return (f"the final reads reached the end of each of the {len(ends)} partition(s) "
+                f"they recorded" if ends else "the final reads reached every partition's end")
+    return ("no final reads were recorded with this history (it has no outcome of "
+            "<code>kchaos run</code>), so records no read saw were judged by the "
+            "history alone")
+
 def _header(data: RunData) -> str:
     test, results = data.test, data.results
     valid = None if results is None else results.get("valid")
@@ -95,8 +106,8 @@ def _header(data: RunData) -> str:
                            f"{text(error.get('error'))}")
         if valid is True:
             reasons.append("Every operation type the workload issued succeeded at least once, "
-                           "the final reads reached every partition's end, and no checker "
-                           "found an anomaly that is not allowed.")
+                           f"{_final_reads(test)}, and no checker found an anomaly that is "
+                           "not allowed.")
     config = test.get("config") or {}
     sut = test.get("sut") or {}
     versions = {"kchaos": test.get("kchaos_version"), **(test.get("versions") or {})}
@@ -175,6 +186,13 @@ def _faults(data: RunData, plots_dir: Path) -> str:
         [f.f + ("" if f.applied else " (failed: not applied)"), ", ".join(f.nodes) or "—",
          f"{f.start:.2f}", f"{f.end:.2f}" + ("" if f.stopped else " (healed)"),
          f.error or _short(f.what)] for f in data.faults]))
+    dropped = ((data.test.get("outcome") or {}).get("dropped")) or []
+    if dropped:
+        out.append(f"<p>{len(dropped)} planned fault start(s) never came: the main phase "
+                   "ended before them, as faults that were slow to apply pushed them back — "
+                   + ", ".join(f"{text(step['fault'].get('fault', '?'))} at "
+                               f"{float(step.get('at', 0)):.1f} s" for step in dropped)
+                   + ".</p>")
     rows = availability(data.faults, data.times(("send", "txn")), data.polls_with_records(),
                         data.main_end)
 

@@ -1,9 +1,12 @@
 """Disk faults on nodes whose broker data directory sits on a disk gate.
 
-`mount(node)` starts the gate (daemon "disk") on `<workdir>/data` over
-`<workdir>/data.backing`, its control socket `<workdir>/data.gate.sock`,
-its log `<workdir>/data.gate.log`; it must run before the broker starts
-(kchaos mounts it when `disk` is among the nemeses). Every later word to
+`mount(node, directory=...)` starts the node's one gate (daemon "disk") on
+`<workdir>/<directory>` (the broker's data directory: `data` unless a
+system spec says otherwise) over `<workdir>/<directory>.backing`, its log
+`<workdir>/<directory>.gate.log`, its control socket `<workdir>/disk-gate.sock`
+wherever it is mounted, so the faults need not know the directory; it
+must run before the broker starts (kchaos mounts it when `disk` is among
+the nemeses). Every later word to
 the gate is `python -m nemesis.disk ctl SOCKET COMMAND` through
 `node.run`, so the faults work on any Node backend that has the package
 and FUSE.
@@ -58,7 +61,12 @@ def _paths(node: Node, directory: str) -> tuple[PurePath, PurePath, PurePath]:
     """(mountpoint, backing directory, control socket)."""
     mountpoint = node.workdir / directory
     return (mountpoint, mountpoint.with_name(mountpoint.name + ".backing"),
-            mountpoint.with_name(mountpoint.name + ".gate.sock"))
+            _socket(node))
+
+
+def _socket(node: Node) -> PurePath:
+    """The control socket of the node's one gate, wherever it is mounted."""
+    return node.workdir / "disk-gate.sock"
 
 
 def _host_mounts(node: Node) -> list[str]:
@@ -96,17 +104,17 @@ def gate_mounts(node: Node) -> list[str]:
     return found
 
 
-def command(node: Node, verb: str, *, directory: str = DATA, python: str | None = None,
+def command(node: Node, verb: str, *, python: str | None = None,
             timeout: float = 30.0) -> dict:
     """Send one command (nemesis.disk.control.COMMANDS) to the node's gate;
-    its JSON answer. GateMissing when none is mounted there; FaultError
-    when it does not answer or refuses."""
-    _, _, socket = _paths(node, directory)
-    done = node.run([python or _node_python(node), "-m", "nemesis.disk", "ctl", str(socket), verb,
-                     "--timeout", str(timeout)], check=False, timeout=timeout + 30)
+    its JSON answer. GateMissing when none is mounted; FaultError when it
+    does not answer or refuses."""
+    done = node.run([python or _node_python(node), "-m", "nemesis.disk", "ctl",
+                     str(_socket(node)), verb, "--timeout", str(timeout)],
+                    check=False, timeout=timeout + 30)
     detail = (done.stderr or done.stdout).strip()
     if done.returncode == EXIT_NO_GATE:
-        raise GateMissing(f"{node.name}: no disk gate is mounted on {node.workdir / directory}: "
+        raise GateMissing(f"{node.name}: no disk gate is mounted under {node.workdir}: "
                           f"disk faults need the gate mounted under the broker's data "
                           f"directory (kchaos mounts it when `disk` is among the nemeses; "
                           f"by hand: nemesis.disk.fault.mount(node) before the broker starts)")
@@ -127,7 +135,7 @@ def mount(node: Node, *, python: str | None = None, writeback_delay: float = 5.0
     mountpoint, backing, socket = _paths(node, directory)
     if str(mountpoint) in gate_mounts(node):
         try:
-            command(node, "status", directory=directory, python=python)
+            command(node, "status", python=python)
             return
         except FaultError:
             unmount(node, directory=directory, python=python)
@@ -146,7 +154,7 @@ def mount(node: Node, *, python: str | None = None, writeback_delay: float = 5.0
                                f"{mountpoint}:\n{_tail(node, log)}")
         if str(mountpoint) in gate_mounts(node):
             try:
-                command(node, "status", directory=directory, python=python, timeout=5.0)
+                command(node, "status", python=python, timeout=5.0)
                 return
             except FaultError:
                 pass
@@ -176,7 +184,7 @@ def _unmount_path(node: Node, directory: str, python: str, timeout: float) -> st
     if str(mountpoint) not in gate_mounts(node):
         return None
     try:
-        command(node, "shutdown", directory=directory, python=python, timeout=5.0)
+        command(node, "shutdown", python=python, timeout=5.0)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and str(mountpoint) in gate_mounts(node):
             time.sleep(0.1)

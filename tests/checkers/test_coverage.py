@@ -1,5 +1,6 @@
 """coverage: a run that did not test something is `unknown`, never `valid`
-— an operation the workload issued never completed ok, final reads that
+— an operation the workload issued never completed ok, no acknowledged
+record read back, final reads that
 stopped short of a recorded end, faults asked for and none applied — each
 shown by a history that triggers it beside a near-miss that must not."""
 
@@ -46,6 +47,27 @@ def test_polls_that_never_succeeded_are_not_valid_and_crashes_never_count(spark)
     ops.poll(3, ("t", 0, 0, 1))
     outcome = suite(spark, ops)
     assert "untested" not in outcome.result.unknown
+    assert outcome.valid is True, outcome.result.unknown
+
+
+def test_nothing_acknowledged_or_nothing_read_back_is_not_valid(spark):
+    # A run too slow to send (--rate 0.01 --time-limit 5): polls, all empty.
+    ops = Ops().poll(1).poll(1)
+    outcome = suite(spark, ops)
+    assert outcome.valid == UNKNOWN and outcome.result.counts == {}
+    assert outcome.result.unknown["nothing-read-back"]["summary"] == "no send was acknowledged"
+
+    # Acknowledged, and no read returned it.
+    ops = Ops().send(0, "t", 0, 1, offsets=[0]).poll(1).poll(1)
+    outcome = suite(spark, ops)
+    assert outcome.valid == UNKNOWN
+    assert outcome.result.unknown["nothing-read-back"]["summary"] == \
+        "none of the 1 acknowledged record(s) was read"
+
+    # The near miss: one acknowledged record read once is enough.
+    ops = Ops().send(0, "t", 0, 1, offsets=[0]).poll(1, ("t", 0, 0, 1))
+    outcome = suite(spark, ops)
+    assert "nothing-read-back" not in outcome.result.unknown
     assert outcome.valid is True, outcome.result.unknown
 
 

@@ -143,7 +143,7 @@ def test_pause_kill_and_restart_through_reference_db(cluster, tmp_path):
     create_topic(db, "restart")
     round_trip(db.bootstrap_servers(), "restart", count=5)
     db.kill(n3)
-    assert not n3.is_running("broker") and db.crashed() == []
+    assert not n3.is_running("broker") and db.deaths() == []
     db.start(n3)
     db.wait_ready(TIMEOUT)
     assert "restart-0" in n3.run(["ls", "data"]).stdout
@@ -161,12 +161,12 @@ def test_disk_gate_mounts_in_a_container_and_a_stall_blocks_writes(cluster):
     try:
         assert fault.gate_mounts(node) == [str(node.workdir / "gate")]
         node.run(["sh", "-c", "echo before > gate/f"], timeout=10)
-        assert fault.command(node, "stall", directory="gate")["stalled"] is True
+        assert fault.command(node, "stall")["stalled"] is True
         node.start_daemon("writer", ["sh", "-c", "echo stalled > gate/g"])
-        wait_until(lambda: fault.command(node, "status", directory="gate")["blocked_ops"],
+        wait_until(lambda: fault.command(node, "status")["blocked_ops"],
                    "the write waiting at the gate")
         assert node.is_running("writer")
-        fault.command(node, "unstall", directory="gate")
+        fault.command(node, "unstall")
         wait_until(lambda: not node.is_running("writer"), "the write done after unstall")
         assert node.stop_daemon("writer") == 0
         node.run(["sh", "-c", "echo after > gate/h"], timeout=10)

@@ -52,7 +52,7 @@ def test_kafka_serves_and_its_active_controller_moves_when_killed(tmp_path, quor
             db.pause(brokers[0])
             db.resume(brokers[0])
             round_trip(db.bootstrap_servers(), "t", count=5)
-            assert db.crashed() == []
+            assert db.deaths() == []
         finally:
             for node in backend.nodes:
                 db.teardown(node)

@@ -21,7 +21,16 @@ GARBAGE = {"topic": T, "partition": 0, "offset": 8, "value": None,
            "raw": base64.b64encode(b"\xff\xfe<b>").decode()}
 
 
-def write_run(run_dir: Path, ops: Ops, nodes=("n1", "n2", "n3")) -> Path:
+# What `kchaos run` records of a run that went as planned: final reads to
+# the ends, no death, a clean heal (kchaos/verdict.py reads it).
+CLEAN_OUTCOME = {"final": {"reached": True}, "node_failures": [], "fault_effects": [],
+                 "heal_problems": [], "nemesis_error": None, "precondition_unmet": None}
+
+
+def write_run(run_dir: Path, ops: Ops, nodes=("n1", "n2", "n3"),
+              outcome: dict | None = CLEAN_OUTCOME) -> Path:
+    """run_dir with ops as its history and a test.json (without an outcome
+    when outcome is None: a history from another tool)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     with open(run_dir / "history.jsonl", "w") as out:
         for i, event in enumerate(ops.events):
@@ -32,7 +41,8 @@ def write_run(run_dir: Path, ops: Ops, nodes=("n1", "n2", "n3")) -> Path:
         "config": {"workload": {"concurrency": 4}, "nemesis": ["pause", "partition"]},
         "sut": {"kind": "reference", "version": "0.1.0", "bugs": ["no-fsync"]},
         "kchaos_version": "0.1.0", "command_line": ["kchaos", "run", "--seed", "7"],
-        "versions": {"python": "3.11"}}))
+        "versions": {"python": "3.11"},
+        **({} if outcome is None else {"outcome": outcome})}))
     return run_dir
 
 

@@ -81,16 +81,33 @@ def test_everything_from_the_history_is_text(anomalous_run):
 
 
 def test_a_clean_run_says_what_was_tested(tmp_path):
-    run_dir = write_run(tmp_path / "clean", clean())
+    run_dir = write_run(tmp_path / "clean", clean(), outcome=None)
     (run_dir / "results.json").write_text(json.dumps({
         "valid": True, "counts": {}, "anomalies": {}, "unknown": {}, "errors": [],
         "invalid_types": [], "allowed_types": []}))
     html = write_report(run_dir).read_text()
     assert 'class="verdict v-valid">VALID' in html
-    assert "final reads reached every partition" in section(html, "verdict")
+    # What the history alone was judged on: this one has no outcome.
+    assert "no final reads were recorded with this history" in section(html, "verdict")
+    test = json.loads((run_dir / "test.json").read_text())
+    (run_dir / "test.json").write_text(json.dumps({**test, "outcome": {"final": {
+        "ends": {f"{T}-0": 3, f"{T}-1": 4}, "reached": True}}}))
+    html = write_report(run_dir).read_text()
+    assert "the final reads reached the end of each of the 2 partition(s) they recorded" \
+        in section(html, "verdict")
     assert "<p>None found.</p>" in section(html, "anomalies")
     assert 'id="offsets"' not in html
     assert "No fault was asked for in this run." in section(html, "faults")
+
+
+def test_fault_starts_the_end_of_the_main_phase_cut_off_are_told(tmp_path):
+    run_dir = write_run(tmp_path / "late", anomalous())
+    test = json.loads((run_dir / "test.json").read_text())
+    late = {"at": 30.0, "action": "start", "id": 4, "fault": {"fault": "disk", "mode": "stall"}}
+    (run_dir / "test.json").write_text(json.dumps({**test, "outcome": {"dropped": [late]}}))
+    faults = section(write_report(run_dir).read_text(), "faults")
+    assert "1 planned fault start(s) never came: the main phase ended before them" in faults
+    assert "disk at 30.0 s" in faults
 
 
 def test_an_unchecked_run_is_reported_as_such(tmp_path):

@@ -87,8 +87,11 @@ def test_ingest_the_example(tmp_path):
 
 
 def write_run(run: Path, ops) -> Path:
+    """A run directory of ops, with the outcome of a run that went as planned."""
     from tests.checkers.conftest import write_events
+    from tests.history_analysis.report_runs import CLEAN_OUTCOME
     write_events(run, ops.events)
+    (run / "test.json").write_text(json.dumps({"outcome": CLEAN_OUTCOME}))
     return run
 
 
@@ -119,7 +122,8 @@ def test_check_exit_codes_and_summary(spark, tmp_path):
     assert lines[1] == f"report: {valid / 'report.html'}"
     assert lines[2].startswith(f"{invalid}: INVALID; lost-write 1")
     assert lines[3] == f"report: {invalid / 'report.html'}"
-    assert lines[4].startswith(f"{undecided}: unknown; unseen undecided: 1")
+    assert lines[4].startswith(f"{undecided}: unknown; nothing-read-back: none of the 1 "
+                               "acknowledged record(s) was read; unseen undecided: 1")
     assert any(line.split() == ["lost-write", "0", "1", "0"] for line in lines)
 
     result = kchaos_here("check", str(undecided))
@@ -174,7 +178,7 @@ def test_check_bad_input_exits_3(spark, tmp_path):
     (["--replication-factor", "5"], "replication_factor=5: more than the 3 brokers"),
     (["--concurrency", "1"], "concurrency=1: must be at least 2"),
     (["--consumer-mode", "both"], "Invalid value for '--consumer-mode'"),
-    (["--allow", "nonsense"], "--allow 'nonsense': not an anomaly type"),
+    (["--allow", "nonsense"], "allow=['nonsense']: 'nonsense' is not an anomaly type"),
     (["--records-per-send", "0"], "records_per_send=0: must be at least 1"),
     (["--stall-consumers-every", "0"], "stall_consumers_every=0.0: must be positive seconds"),
     (["--end-offsets-every", "-1"], "end_offsets_every=-1.0: must be positive seconds"),
@@ -182,6 +186,8 @@ def test_check_bad_input_exits_3(spark, tmp_path):
     (["--max-in-flight", "6"], "idempotence=True conflicts with max_in_flight=6"),
     (["--auto-offset-reset", "none"], "Invalid value for '--auto-offset-reset'"),
     (["--no-check", "--junit", "j.xml"], "--junit writes a verdict, which --no-check does not"),
+    (["--nemesis", "partition,kill", "--time-limit", "10"],
+     "partition,kill asked for, but no fault starts within --time-limit 10 s"),
 ])
 def test_run_refuses_bad_options_before_starting_anything(tmp_path, args, message):
     result = kchaos("run", "--store", str(tmp_path / "store"), *args, timeout=60)

@@ -59,3 +59,22 @@ def test_a_described_system_takes_every_fault_and_is_valid(tmp_path, spark):
     assert json.loads((run_dir / "test.json").read_text())["outcome"]["heal_problems"] == []
     logs = sorted(p.name for p in (run_dir / "nodes" / "n1").iterdir())
     assert {"broker.log", "controller.log", "data-listing.txt"} <= set(logs)
+
+
+def test_the_disk_gate_goes_under_the_spec_s_data_directory(tmp_path):
+    """A spec that keeps its data elsewhere than `data` gets its disk faults
+    there: the gate is mounted on the directory the broker writes."""
+    from kchaos.cluster import Cluster
+    from nemesis.disk.fault import command, gate_mounts
+    spec = tmp_path / "elsewhere.toml"
+    spec.write_text(SPEC.read_text().replace('data_dir = "data"', 'data_dir = "broker-data"'))
+    config = TestConfig.build(db="command", system=str(spec), nemesis=["disk"],
+                              subnet="198.18.15.0/24", store=tmp_path / "store")
+    cluster = Cluster(config, tmp_path / "run")
+    try:
+        cluster.start()
+        for node in cluster.nodes:
+            assert gate_mounts(node) == [str(node.workdir / "broker-data")]
+            assert command(node, "status")["stalled"] is False
+    finally:
+        cluster.teardown()

@@ -126,8 +126,9 @@ def test_external_cluster(tmp_path, spark):
     assert not (result.run_dir / "nodes").exists()   # nothing of theirs to collect
 
 
-def broker_pids(store, node: str) -> list[int]:
-    found = subprocess.run(["pgrep", "-f", "--", f"--data-dir {store}/.*/scratch/{node}/data"],
+def broker_pids(store, node: str, data: str = "data") -> list[int]:
+    """The reference broker's (or with data="controller", the controller's)."""
+    found = subprocess.run(["pgrep", "-f", "--", f"--data-dir {store}/.*/scratch/{node}/{data}"],
                            capture_output=True, text=True)
     return [int(pid) for pid in found.stdout.split()]
 
@@ -155,8 +156,24 @@ def when_main_phase_runs(store, ops: int = 50, timeout: float = 60) -> None:
     raise AssertionError(f"no run under {store} reached {ops} operations")
 
 
+class KillOnEntering(Progress):
+    """Quiet progress that kills a process by hand as the run enters a phase."""
+
+    def __init__(self, phase: str, pid):
+        super().__init__(live=False)
+        self.at, self.pid = phase, pid
+
+    def phase(self, name: str, stats=None) -> None:
+        super().phase(name, stats)
+        if name == self.at:
+            subprocess.run(["kill", "-9", str(self.pid())], check=True)
+
+
 @pytest.mark.slow
-def test_a_broker_killed_by_hand_is_reported_and_the_run_completes(tmp_path, spark):
+def test_daemons_killed_by_hand_are_reported_whenever_they_die(tmp_path, spark):
+    """n2's broker dies in the main phase; n1's controller as the recovery
+    begins, after the main phase's last look and before the teardown's
+    heal-all starts it again. Both are node failures: the run is unknown."""
     store = tmp_path / "store"
     config = TestConfig.build(time_limit=15, store=store, broker_config=FAST_BROKERS,
                               recovery_time=2)
@@ -168,10 +185,12 @@ def test_a_broker_killed_by_hand_is_reported_and_the_run_completes(tmp_path, spa
 
     killer = threading.Thread(target=kill_n2)
     killer.start()
-    result = run_and_check(config, spark, progress=Progress.quiet())
+    controller = KillOnEntering("recovery", lambda: broker_pids(store, "n1", "controller")[0])
+    result = run_and_check(config, spark, progress=controller)
     killer.join()
-    assert result.outcome.node_failures == [
-        "n2: the broker was not running at the end of the main phase (heal-all started it)"]
+    assert [re.sub(r", \d+ s into", ", _ s into", f) for f in result.outcome.node_failures] == [
+        "n2: the broker died unasked in the main phase, _ s into the run",
+        "n1: the controller died unasked in the recovery phase, _ s into the run"]
     assert result.outcome.final["reached"] is True
     history = events(result.run_dir)
     assert [e["index"] for e in history] == list(range(len(history)))

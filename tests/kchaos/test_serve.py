@@ -167,3 +167,27 @@ def test_the_listing_reads_a_changed_run_again(server, store):
     page = get(server, "/?verdict=valid")[1].decode()
     assert "other/20261125T120000" in page
     results(run_dir, "unknown")
+
+
+def test_run_directories_are_found_at_any_depth_and_an_empty_store_says_why(tmp_path):
+    """A folder of run directories (as `kchaos check` takes them), deeper
+    ones, and a folder with none, which says what was looked for."""
+    from kchaos.serve import run_dirs
+    flat = write_run(tmp_path / "runs" / "first", clean())
+    deep = write_run(tmp_path / "runs" / "ci" / "2026" / "11" / "nightly", clean())
+    (flat / "nodes" / "n1").mkdir(parents=True)     # a run's own folders are not runs
+    (flat / "nodes" / "n1" / "test.json").write_text("{}")
+    assert run_dirs(tmp_path / "runs") == [deep, flat]
+    (tmp_path / "empty").mkdir()
+    server, empty = serve_in_thread(tmp_path / "runs"), serve_in_thread(tmp_path / "empty")
+    try:
+        status, body, _ = get(server, "/")
+        assert status == 200 and "2 of 2 runs" in body.decode()
+        assert "ci/2026/11/nightly" in body.decode()
+        status, body, _ = get(empty, "/")
+        assert status == 200 and "No run directory here: looked for folders holding a " \
+            "<code>test.json</code> or a <code>history.jsonl</code>" in body.decode()
+    finally:
+        for each in (server, empty):
+            each.shutdown()
+            each.server_close()
