@@ -154,3 +154,35 @@ def test_brokers_that_choose_their_own_ids_are_found_by_address(tmp_path):
         finally:
             for node in backend.nodes:
                 db.teardown(node)
+
+
+def test_heal_starts_a_broker_again_that_died_after_its_first_restart(tmp_path):
+    """As a Kafka restarted after disk errors halts on its first flush (the
+    kernel reports the write-back error the fault caused to the next fsync):
+    heal-all starts it once more, the cluster is ready, and each death is
+    told once. The broker here is the reference broker behind a wrapper
+    that exits once when told to (a `die-next` file in its node's folder)."""
+    from nemesis.core import Cluster
+    from nemesis.heal import heal_all
+    reference = load_spec(EXAMPLES / "reference.toml")
+    once = 'if [ -e die-next ]; then rm die-next; exit 1; fi; exec "$0" "$@"'
+    body = {"name": "dies once", "port": 9092, "broker": "broker", "daemon": [
+        {"name": d.name, "on": d.on,
+         "argv": (["sh", "-c", once] if d.name == "broker" else []) + list(d.argv)}
+        for d in reference.daemons]}
+    with make_backend("loopback", tmp_path / "nodes", node_count=3) as backend:
+        db = CommandDB(parse_spec(body))
+        try:
+            db.start_all(backend.nodes, timeout=60)
+            n2 = backend.nodes[1]
+            n2.run(["kill", "-9", str(n2.pid("broker"))])
+            (n2.workdir / "die-next").write_text("")
+            problems = heal_all(Cluster(backend.nodes, db, db.bootstrap_servers(), [], 1),
+                                ready_timeout=30)
+            assert problems == [] and n2.is_running("broker")
+            assert not (n2.workdir / "die-next").exists()       # it did die once more
+            assert [(node, daemon) for node, daemon, _ in db.deaths()] == [
+                ("n2", "broker"), ("n2", "broker")]
+        finally:
+            for node in backend.nodes:
+                db.teardown(node)
