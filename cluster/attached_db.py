@@ -77,10 +77,10 @@ class AttachedDB(ExternalDB):
             until_frozen(node, lambda: self._pids(node), True, "the broker's processes")
 
     def resume(self, node: Node) -> None:
-        if self.broker_process is None:
-            self._signal(node, signal.SIGCONT)
-        elif self._pids(node):      # heal-all resumes every node: one not running is fine
-            self._signal(node, signal.SIGCONT)
+        if self.broker_process is not None and not self._pids(node):
+            return      # heal-all resumes every node: one whose broker is not running is fine
+        self._signal(node, signal.SIGCONT)
+        if self.broker_process is not None:
             until_frozen(node, lambda: self._pids(node), False, "the broker's processes")
 
     def kill(self, node: Node) -> None:

@@ -11,6 +11,7 @@ checkers/coverage.py's do for what the history shows.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 from history_analysis.run_dir import TEST_FILE
@@ -103,18 +104,13 @@ def kinds_not_applied(plan: list[dict], applied: list[dict],
     ended before they came (`dropped`)."""
     from nemesis.schedule import make_move
     done = {e.get("f") for e in applied}
-    planned: dict[str, int] = {}
+    starts = [step["fault"] for step in plan if step.get("action") == "start"]
+    planned = Counter(fault["fault"] for fault in starts)
+    late = Counter(step["fault"]["fault"] for step in dropped)
     verbs: dict[str, set[str]] = {}
-    for step in plan:
-        if step.get("action") == "start":
-            kind = step["fault"]["fault"]
-            planned[kind] = planned.get(kind, 0) + 1
-            verbs.setdefault(kind, set()).update(make_move(step["fault"]).verbs)
-    late: dict[str, int] = {}
-    for step in dropped:
-        late[step["fault"]["fault"]] = late.get(step["fault"]["fault"], 0) + 1
+    for fault in starts:
+        verbs.setdefault(fault["fault"], set()).update(make_move(fault).verbs)
     return {kind: (f"all {count} planned start(s) dropped: the main phase ended first"
-                   if late.get(kind) == count else
-                   f"{count - late.get(kind, 0)} start(s) failed"
-                   + (f", {late[kind]} dropped" if late.get(kind) else ""))
+                   if late[kind] == count else f"{count - late[kind]} start(s) failed"
+                   + (f", {late[kind]} dropped" if late[kind] else ""))
             for kind, count in planned.items() if not verbs[kind] & done}
