@@ -1,10 +1,10 @@
 """The benchmarks' --write-docs: their figures into docs/performance.md,
-through kchaos/measured.py (one definition of the markers and the stamp)."""
+through validation/figures.py (one definition of the markers and the stamp)."""
 
 from __future__ import annotations
 
-from kchaos.measured import DOCS, machine, stamp
-from kchaos.measured import write_block as _write_block
+from validation.figures import DOCS, machine, stamp
+from validation.figures import write_block as _write_block
 
 PAGE = DOCS / "performance.md"
 

@@ -1,6 +1,6 @@
 """The reference broker and Apache Kafka side by side, in one run: for each
 system and each node count it starts a cluster through kchaos's own
-`Cluster` (network namespaces on --subnet as root, reached from here
+`SystemUnderTest` (network namespaces on --subnet as root, reached from here
 through the run's bridge, as `kchaos run` reaches them), then for each
 count of client processes produces and consumes with acks=all and prints
 one table row.
@@ -142,8 +142,9 @@ def measure_cell(bootstrap: str, records: int, processes: int, replication: int)
 def run(systems: list[str], node_counts: list[int], process_counts: list[int], records: int,
         subnet: str) -> list[str]:
     """Every cell, printing each row as it is measured; the rows."""
-    from kchaos.cluster import Cluster
+    from kchaos.cluster import SystemUnderTest
     from kchaos.config import TestConfig
+    from kchaos.config_checks import validate
     rows = []
     for system in systems:
         for nodes in node_counts:
@@ -153,11 +154,11 @@ def run(systems: list[str], node_counts: list[int], process_counts: list[int], r
                 db=system, nodes=nodes, subnet=subnet, replication_factor=replication,
                 partitions=bt.PARTITIONS,
                 broker_config=[f"min.insync.replicas={min_insync}"] if min_insync > 1 else [])
-            config.validate()
+            validate(config)
             name = "reference broker" if system == "reference" else \
                 f"Apache Kafka {config.kafka_version}"
             run_dir = Path(tempfile.mkdtemp(prefix=f"kchaos-side-by-side-{system}-{nodes}-"))
-            cluster = Cluster(config, run_dir)
+            cluster = SystemUnderTest(config, run_dir)
             try:
                 started = time.monotonic()
                 bootstrap = cluster.start()
@@ -216,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.records < max(processes):
         parser.error("--records must be at least the largest process count")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    from kchaos.measured import machine, stamp
+    from validation.figures import machine, stamp
     measured_on = machine()
     started = time.monotonic()
     print(f"{args.records:,} records of {bt.VALUE_BYTES} bytes per cell over {bt.PARTITIONS} "
@@ -225,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = run(systems, nodes, processes, args.records, args.subnet)
     print(f"all cells in {time.monotonic() - started:.0f} s")
     if args.write_docs:
-        from kchaos.measured import write_block
+        from validation.figures import write_block
         text = "\n".join([HEADER, *rows]) + (
             f"\n\n{args.records:,} records of {bt.VALUE_BYTES} bytes per row, acks=all, "
             f"linger.ms={bt.LINGER_MS}, {bt.PARTITIONS} partitions; measured on "

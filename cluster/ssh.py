@@ -1,7 +1,7 @@
 """The `ssh` backend: nodes are the user's own hosts, reached with paramiko.
 
-`SshBackend(hosts, user=, port=, key_file=, known_hosts=, ...)` makes nodes
-n1..nN in host order. Node i works in `<root_dir>/n<i>` on its host (so
+`SshBackend(hosts, SshOptions(...))` makes nodes n1..nN in host order. Node
+i works in `<root_dir>/n<i>` on its host (so
 hosts that share a filesystem do not collide), and its `address` is the
 host's address as this machine resolves the name: clients and the brokers'
 listeners use it. A host has its own network stack, so firewall rules run
@@ -40,8 +40,7 @@ from cluster.node import CommandError, check_argv
 from cluster.remote import RemoteDaemons
 from cluster.ssh_connection import Connection
 from cluster.ssh_install import InstallError, install_kchaos, installed_python
-from cluster.ssh_options import (DEFAULT_ROOT, HostKeyRejected, SessionLost, SshError,
-                                 SshOptions)
+from cluster.ssh_options import HostKeyRejected, SessionLost, SshError, SshOptions
 
 __all__ = ["SshBackend", "SshNode", "SshOptions", "SshError", "HostKeyRejected", "SessionLost",
            "FetchError", "InstallError", "install_kchaos", "clean_hosts"]
@@ -118,7 +117,7 @@ class SshNode(RemoteDaemons):
                            str(cwd or self.workdir), *bound, *argv])
 
     def _sudo(self) -> list[str]:
-        return [] if self.options.root else ["sudo", "-n"]
+        return [] if self.options.as_root else ["sudo", "-n"]
 
     def run(self, argv: Sequence[str], *, check: bool = True, timeout: float | None = 60.0,
             input: bytes | None = None) -> subprocess.CompletedProcess:
@@ -143,7 +142,7 @@ class SshNode(RemoteDaemons):
         return str(self.workdir / path)
 
     def _sftp_server(self) -> str | None:
-        return None if self.options.root else shlex.join([*self._sudo(), "sh", "-c",
+        return None if self.options.as_root else shlex.join([*self._sudo(), "sh", "-c",
                                                          _SFTP_SERVER])
 
     def put(self, path: str | PurePath, data: bytes) -> None:
@@ -247,31 +246,20 @@ class SshBackend:
     install, installs kchaos there (node.python); `teardown()` stops their
     daemons and closes the connections, and is safe to call in any state."""
 
-    def __init__(self, hosts: Sequence[str], *, user: str = SshOptions.user,
-                 port: int = SshOptions.port, key_file: str | None = None,
-                 known_hosts: str | None = None,
-                 accept_new_host_keys: bool = SshOptions.accept_new_host_keys,
-                 root_dir: str = DEFAULT_ROOT,
-                 connect_timeout: float = SshOptions.connect_timeout,
-                 reconnect_for: float = SshOptions.reconnect_for,
-                 dead_after: float = SshOptions.dead_after, install: bool = False):
+    def __init__(self, hosts: Sequence[str], options: SshOptions = SshOptions(), *,
+                 install: bool = False):
         if isinstance(hosts, str) or not hosts or not all(
                 isinstance(h, str) and h and not any(c.isspace() for c in h) for h in hosts):
             raise ValueError(f"hosts={hosts!r}: pass a list of host names or addresses, "
                              f"e.g. ['db1.example', '10.0.0.12']")
         if len(set(hosts)) != len(hosts):
             raise ValueError(f"hosts={list(hosts)!r}: a host is named twice")
-        self.root_dir = PurePosixPath(root_dir)
-        if not self.root_dir.is_absolute():
-            raise ValueError(f"root_dir={root_dir!r}: an absolute path on the hosts, e.g. "
-                             f"{DEFAULT_ROOT!r}")
-        self.options = SshOptions(user=user, port=port, key_file=key_file,
-                                  known_hosts=known_hosts,
-                                  accept_new_host_keys=accept_new_host_keys,
-                                  connect_timeout=connect_timeout, reconnect_for=reconnect_for,
-                                  dead_after=dead_after)
+        if options.key_file_problem():
+            raise ValueError(f"key_file={options.key_file!r}: {options.key_file_problem()}")
+        self.options = options
+        self.root_dir = PurePosixPath(options.root_dir)
         self.install = install
-        self.nodes = [SshNode(f"n{i}", host, _resolve(i - 1, host, port),
+        self.nodes = [SshNode(f"n{i}", host, _resolve(i - 1, host, options.port),
                               self.root_dir / f"n{i}", self.options)
                       for i, host in enumerate(hosts, start=1)]
 

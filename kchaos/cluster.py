@@ -43,10 +43,7 @@ def make_backend(config: TestConfig, run_dir: Path):
         return DockerBackend(config.node_count(), run_dir / SCRATCH, subnet=config.subnet,
                              image=config.docker_image)
     from cluster.ssh import SshBackend
-    return SshBackend(list(config.nodes), user=config.ssh_user, port=config.ssh_port,
-                      key_file=config.ssh_key, known_hosts=config.ssh_known_hosts,
-                      accept_new_host_keys=config.ssh_accept_new_host_keys,
-                      root_dir=config.ssh_root,
+    return SshBackend(list(config.nodes), config.ssh,
                       install=config.db in ("reference", "kafka", "command"))
 
 
@@ -66,7 +63,7 @@ def make_db(config: TestConfig, nodes: list):
     return ExternalDB(config.bootstrap)
 
 
-class Cluster:
+class SystemUnderTest:
     """The nodes and the system under test, whichever backend and DB."""
 
     def __init__(self, config: TestConfig, run_dir: Path):

@@ -3,7 +3,7 @@
 queue workload and its client settings).
 
 Every knob of a run lives here once, with its default and its help text
-(kchaos/settings.py): the command line (`kchaos run`), config files
+(settings/__init__.py): the command line (`kchaos run`), config files
 (`--config-file test.toml`), the pytest plugin's keyword arguments and
 `TestConfig.from_json` are derived from these fields (kchaos/options.py).
 `validate` names the field, the value and how to fix it.
@@ -19,11 +19,11 @@ from pathlib import Path
 from checkers.result import ALLOWED_BY_DEFAULT, MAX_EXAMPLES, CheckOptions
 from cluster.addressing import DEFAULT_SUBNET
 from cluster.kafka.dist import DEFAULT_VERSION as KAFKA_VERSION
-from cluster.ssh_options import DEFAULT_ROOT as SSH_ROOT
 from cluster.ssh_options import SshOptions
-from kchaos.settings import setting
+from settings import setting
 from nemesis.core import TARGETS
 from nemesis.schedule import DEFAULT_MIX
+from nemesis.scripts import DISK_SCRIPTS, SCRIPTS
 from workloads.queue_config import QueueConfig
 
 DBS = ("reference", "kafka", "command", "external")
@@ -75,17 +75,7 @@ class TestConfig:
         default_factory=list, comma=True, metavar="C1,C2,...",
         help="Running containers to use as the nodes (a cluster that is already running, "
              "e.g. a compose project), instead of containers kchaos makes.")
-    ssh_user: str = setting(SshOptions.user, "SSH user on the hosts (sudo -n when not root).")
-    ssh_port: int = setting(SshOptions.port, "SSH port of the hosts.")
-    ssh_key: str | None = setting(None, "SSH private key file.", default_text="the SSH "
-                                  "agent's and ~/.ssh's keys")
-    ssh_known_hosts: str | None = setting(None, "known_hosts file the hosts' keys are "
-                                          "checked against.", default_text="~/.ssh/known_hosts")
-    ssh_root: str = setting(SSH_ROOT, "Directory on the hosts where nodes work (<root>/n1, "
-                            "...) and kchaos is installed.")
-    ssh_accept_new_host_keys: bool = setting(
-        SshOptions.accept_new_host_keys, "Accept and record the key of a host known_hosts "
-        "does not list (a changed key is always refused).")
+    ssh: SshOptions = setting(default_factory=SshOptions, prefix="ssh_")
     # -- the system under test (cluster/db.py) -------------------------------
     db: str = setting("reference", "reference: kchaos runs its reference broker on the "
                       "nodes; kafka: Apache Kafka (KRaft) at --kafka-version; command: kchaos "
@@ -129,8 +119,10 @@ class TestConfig:
         help="Which nodes pause, kill, disk and packet-loss faults may hit.")
     nemesis_exclusive: bool = setting(False, "One fault at a time (otherwise faults of "
                                       "different kinds overlap).")
-    nemesis_script: str | None = setting(None, "A validation recipe's nemesis script "
-                                         "instead of a schedule.", cli=False)
+    nemesis_script: str | None = setting(
+        None, "A nemesis script (nemesis/scripts/) instead of a schedule: faults timed on "
+        "the cluster's state, as the validation recipes drive them.", choices=tuple(SCRIPTS),
+        metavar="NAME")
     # -- the end of a run ------------------------------------------------------
     recovery_time: float = setting(5.0, "Seconds between healing and the final reads.")
     final_time_limit: float = setting(60.0, "Seconds the final reads may take.")
@@ -195,22 +187,7 @@ class TestConfig:
         from nemesis.schedule import DISK_KINDS
         if DISK_KINDS & set(self.nemesis):
             return True
-        from kchaos.recipes import DISK_SCRIPTS
         return self.nemesis_script in DISK_SCRIPTS
-
-    # -- checks ----------------------------------------------------------------
-
-    def validate(self) -> None:
-        from kchaos.config_checks import problems
-        found = problems(self)
-        if found:
-            name, why = found[0]
-            raise ValueError(f"{name}={self._value(name)!r}: {why}")
-
-    def _value(self, name: str):
-        if hasattr(self, name):
-            return getattr(self, name)
-        return getattr(self.workload, name, getattr(self.workload.client_settings, name, None))
 
     # -- files -------------------------------------------------------------------
 
@@ -224,7 +201,7 @@ class TestConfig:
         """From test.json's `config` or a config file's tables; an unknown
         key is a ValueError naming it."""
         from kchaos.options import build
-        return build(cls, body)
+        return build(cls, _ssh_as_a_part(body))
 
     @classmethod
     def build(cls, **flat) -> "TestConfig":
@@ -232,3 +209,19 @@ class TestConfig:
         (`partitions=4`, `acks="1"`): each lands in its part."""
         from kchaos.options import from_flat
         return from_flat(cls, flat)
+
+
+# test.json's schema_version 1 kept the ssh settings flat, under these
+# names; a run recorded then is judged and healed with what it recorded.
+_FLAT_SSH = {"ssh_user": "user", "ssh_port": "port", "ssh_key": "key_file",
+             "ssh_known_hosts": "known_hosts", "ssh_root": "root_dir",
+             "ssh_accept_new_host_keys": "accept_new_host_keys"}
+
+
+def _ssh_as_a_part(body: dict) -> dict:
+    if not isinstance(body, dict) or not _FLAT_SSH.keys() & body.keys():
+        return body
+    body = dict(body)
+    body["ssh"] = {**{_FLAT_SSH[k]: body.pop(k) for k in list(body) if k in _FLAT_SSH},
+                   **body.get("ssh", {})}
+    return body

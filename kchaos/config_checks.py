@@ -1,5 +1,7 @@
 """What makes a TestConfig unrunnable, as (field, why) pairs: the first is
-what `TestConfig.validate` raises, naming the field, its value and the fix."""
+what `validate` raises, naming the field, its value and the fix. Every
+entry point (`kchaos run`, the pytest plugin, `run_test`) validates before
+anything starts."""
 
 from __future__ import annotations
 
@@ -7,10 +9,29 @@ import os
 from pathlib import Path
 
 from kchaos.config import BACKENDS, DBS, TestConfig
+from kchaos.options import leaves
 from nemesis.schedule import DISK_KINDS
+from nemesis.scripts import SCRIPTS
 
 NETWORK_FAULTS = frozenset({"partition", "packet-loss"})
 PROCESS_FAULTS = frozenset({"pause", "kill", "restart-all", "failover"})
+
+
+def validate(config: TestConfig) -> None:
+    """ValueError naming the first problem's field, its value and the fix."""
+    found = problems(config)
+    if found:
+        name, why = found[0]
+        raise ValueError(f"{name}={_value(config, name)!r}: {why}")
+
+
+def _value(config: TestConfig, name: str):
+    """The setting a flat name (the command line's) names, in its part."""
+    path = next(leaf.path for leaf in leaves(TestConfig) if leaf.name == name)
+    value = config
+    for step in path:
+        value = getattr(value, step)
+    return value
 
 
 def problems(config: TestConfig) -> list[tuple[str, str]]:
@@ -44,12 +65,31 @@ def _db(config: TestConfig) -> list[tuple[str, str]]:
         found.append(("broker_start", "restarts a killed broker: pass --broker-process too"))
     if config.bugs and config.db != "reference":
         found.append(("bugs", "bug switches are the reference broker's (--db reference)"))
+    if config.db == "reference":
+        found += _reference(config)
     if config.broker_config and config.db == "external":
         found.append(("broker_config", "an external cluster's settings are not kchaos's to "
                       "set: drop --config"))
     if config.db in ("kafka", "command") and (config.db == "kafka" or config.system
                                               and Path(config.system).is_file()):
         found += _spec(config)
+    return found
+
+
+def _reference(config: TestConfig) -> list[tuple[str, str]]:
+    """The broker's own parsers, before any node starts: an unknown switch
+    or setting would otherwise stop every broker at its start."""
+    from reference_broker.bugs import UnknownBug, parse_bugs
+    from reference_broker.config import parse_settings
+    found = []
+    try:
+        parse_bugs(config.bugs)
+    except UnknownBug as e:
+        found.append(("bugs", str(e)))
+    try:
+        parse_settings(config.broker_config)
+    except ValueError as e:
+        found.append(("broker_config", str(e)))
     return found
 
 
@@ -84,6 +124,8 @@ def _nodes(config: TestConfig) -> list[tuple[str, str]]:
     hosts = isinstance(config.nodes, list)
     if backend == "ssh" and not hosts:
         found.append(("nodes", "the ssh backend needs the hosts: --nodes host1,host2,..."))
+    if backend == "ssh" and config.ssh.key_file_problem():
+        found.append(("ssh_key_file", config.ssh.key_file_problem()))
     if backend != "ssh" and hosts:
         found.append(("nodes", f"hosts are for --backend ssh; the {backend} backend makes "
                       f"its nodes: pass a count"))
@@ -145,7 +187,6 @@ def _nemesis(config: TestConfig) -> list[tuple[str, str]]:
         found.append(("nemesis_script", "a script replaces the --nemesis schedule; pass one "
                       "of them"))
     if config.nemesis_script is not None:
-        from kchaos.recipes import SCRIPTS
         if config.nemesis_script not in SCRIPTS:
             found.append(("nemesis_script", f"choose one of {', '.join(sorted(SCRIPTS))}"))
     kinds = set(config.nemesis)

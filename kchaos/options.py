@@ -2,9 +2,10 @@
 line options derived from the fields, config files (TOML, the same fields
 and tables as test.json's `config`), and flat keyword arguments.
 
-A nested part (`workload`, its `client_settings`) is a table in a file and
-flat on the command line, where every leaf name is unique (checked when
-the options are derived). A value the command line does not give is left
+A nested part (`workload`, its `client_settings`, `ssh`) is a table in a
+file and flat on the command line, where every leaf name is unique
+(checked when the options are derived); a part may prefix its leaves'
+flat names (`ssh.user` is `ssh_user`, `--ssh-user`). A value the command line does not give is left
 out, so the field's own default applies: each default is written once.
 """
 
@@ -20,7 +21,7 @@ from typing import Any
 
 import click
 
-from kchaos.settings import default_of
+from settings import default_of
 
 Path_ = tuple[str, ...]
 
@@ -30,10 +31,7 @@ class Leaf:
     path: Path_                  # ("workload", "client_settings", "acks")
     field: dataclasses.Field
     type: Any                    # the resolved annotation
-
-    @property
-    def name(self) -> str:
-        return self.path[-1]
+    name: str                    # flat: the last step, after its parts' prefixes (ssh_user)
 
 
 def _is_settings(tp) -> bool:
@@ -48,9 +46,11 @@ def leaves(cls: type) -> tuple[Leaf, ...]:
     for f in dataclasses.fields(cls):
         tp = hints[f.name]
         if _is_settings(tp):
-            found += [Leaf((f.name, *leaf.path), leaf.field, leaf.type) for leaf in leaves(tp)]
+            prefix = f.metadata.get("prefix", "")
+            found += [Leaf((f.name, *leaf.path), leaf.field, leaf.type, prefix + leaf.name)
+                      for leaf in leaves(tp)]
         else:
-            found.append(Leaf((f.name,), f, tp))
+            found.append(Leaf((f.name,), f, tp, f.name))
     names = [leaf.name for leaf in found]
     clashes = sorted({n for n in names if names.count(n) > 1})
     if clashes:

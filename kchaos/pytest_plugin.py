@@ -42,6 +42,7 @@ RUNS = pytest.StashKey[list]()      # the RunResults of one test, in order
 @pytest.fixture
 def kchaos(kchaos_spark, tmp_path, request):
     from kchaos.config import TestConfig
+    from kchaos.config_checks import validate
     from kchaos.progress import Progress
     from kchaos.run import run_and_check
 
@@ -49,7 +50,7 @@ def kchaos(kchaos_spark, tmp_path, request):
         options.setdefault("store", tmp_path / "store")
         # `allowed=` is the plugin's older name for the setting `allow`.
         config = TestConfig.build(**{"allow": sorted(allowed), **options})
-        config.validate()
+        validate(config)
         result = run_and_check(config, kchaos_spark, progress=Progress.quiet())
         request.node.stash.setdefault(RUNS, []).append(result)
         if result.report is not None:

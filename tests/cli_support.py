@@ -10,11 +10,11 @@ import sys
 
 from click.testing import CliRunner
 
-from kchaos.cli import cli
+from cli.main import cli
 
 
 def kchaos(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kchaos", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True,
                           text=True, timeout=timeout)
 
 

@@ -24,15 +24,15 @@ def spark(tmp_path_factory):
 # (xdist's own loadgroup marks nodeids in a way pytest 9 no longer reads.)
 GROUPS = {**{f"tests/kchaos/{name}": "default-subnet" for name in (
               "test_run.py", "test_nemesis_run.py", "test_heal.py")},
-          # The recipes run on a subnet of their own (test_validate.py's).
-          "tests/kchaos/test_validate.py": "recipes",
+          # The recipes run on a subnet of their own (test_matrix.py's).
+          "tests/validation/test_matrix.py": "recipes",
           **{path: "loopback-nodes" for path in (
               "tests/nemesis/test_process.py", "tests/cluster/test_db.py",
               "tests/cluster/test_system_spec.py")},
           "tests/cluster/test_ssh.py": "ssh-hosts",
           # Its local runs share one subnet (198.18.9.0/24), and its docker
           # test counts that subnet's namespaces as its own leftovers.
-          "tests/kchaos/test_sigterm.py": "sigterm-subnet"}
+          "tests/cli/test_sigterm.py": "sigterm-subnet"}
 
 
 def group_of(nodeid: str) -> str | None:

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from cluster.local import LocalBackend
-from cluster.ssh import SshBackend
+from cluster.ssh import SshBackend, SshOptions
 from cluster.ssh_host_keys import known_hosts_name
 
 SSHD = "/usr/sbin/sshd"
@@ -147,9 +147,10 @@ class SshHosts:
     def backend(self, root_dir: Path, count: int | None = None, **options) -> SshBackend:
         """An SshBackend (not set up) on the first count hosts, as root with
         the client key and the hosts' known_hosts unless options say else."""
+        install = options.pop("install", False)
         options = {"port": self.port, "key_file": str(self.key_file),
                    "known_hosts": str(self.known_hosts), "root_dir": str(root_dir), **options}
-        backend = SshBackend(self.addresses[:count], **options)
+        backend = SshBackend(self.addresses[:count], SshOptions(**options), install=install)
         # The hosts are namespaces of this machine, so its Python is theirs
         # too (as a local node's); install_kchaos is tested on its own.
         for node in backend.nodes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kchaos.settings import setting
+from settings import setting
 from workloads.clients import LIBRARIES, ClientSettings
 
 CONSUMER_MODES = ("assign", "subscribe", "mixed")

@@ -20,6 +20,7 @@ import pytest
 from cluster.db import ReferenceDB
 from cluster.node import Node
 from cluster.ssh import (SFTP_LIMIT, FetchError, HostKeyRejected, SessionLost, SshBackend,
+                         SshOptions,
                          SshError, clean_hosts, install_kchaos)
 from cluster.ssh_install import INSTALL, MARKER
 from tests.cluster.conftest import SSH_KIND, leftovers, wait_until
@@ -74,7 +75,7 @@ def test_nodes_are_ssh_nodes_working_in_their_own_directories(ssh, hosts, tmp_pa
         assert node.own_network is True
     assert repr(ssh.nodes[0]) == f"SshNode('n1', root@{hosts.addresses[0]}:2222)"
     # No Python with kchaos on a host until install_kchaos puts one there.
-    assert SshBackend(hosts.addresses[:1], port=2222).nodes[0].python is None
+    assert SshBackend(hosts.addresses[:1], SshOptions(port=2222)).nodes[0].python is None
 
 
 def test_argv_is_quoted_once_and_sudo_prefixed_for_other_users(ssh, hosts):
@@ -83,7 +84,7 @@ def test_argv_is_quoted_once_and_sudo_prefixed_for_other_users(ssh, hosts):
     assert node.run(["printf", "%s\\n", *tricky]).stdout.splitlines() == tricky
     assert not os.path.exists("/tmp/kchaos-pwned")
     assert node.command_line(["id"]).startswith("sh -c ")
-    other = SshBackend(hosts.addresses[:1], user="alice", port=2222).nodes[0]
+    other = SshBackend(hosts.addresses[:1], SshOptions(user="alice", port=2222)).nodes[0]
     line = other.command_line(["id", "-u"], timeout=5)
     assert line.startswith("sudo -n sh -c ") and line.endswith(" timeout -k 1 6.000 id -u")
 
@@ -142,9 +143,9 @@ def test_clean_hosts_stops_a_dead_runs_daemons_from_another_process(hosts, tmp_p
         run.nodes[1].start_daemon("loop", [run.nodes[1].python, "-c", LOOP, marker])
         run.nodes[1].close()            # the run's process is gone; its daemon is not
         absent = str(hosts.local.subnet.network_address + 99)     # no host there
-        later = SshBackend([*hosts.addresses[:2], absent], port=2222,
-                           key_file=str(hosts.key_file), known_hosts=str(hosts.known_hosts),
-                           root_dir=str(tmp_path / "nodes"), connect_timeout=1.0)
+        later = SshBackend([*hosts.addresses[:2], absent], SshOptions(
+            port=2222, key_file=str(hosts.key_file), known_hosts=str(hosts.known_hosts),
+            root_dir=str(tmp_path / "nodes"), connect_timeout=1.0))
         done, problems = clean_hosts(later)
     assert done == [f"n1: 0 daemon(s) stopped; {tmp_path}/nodes/n1 stays",
                     f"n2: 1 daemon(s) stopped (loop); {tmp_path}/nodes/n2 stays"]
@@ -229,11 +230,11 @@ def test_arguments_are_checked(tmp_path):
     with pytest.raises(ValueError, match="a host is named twice"):
         SshBackend(["198.18.0.11", "198.18.0.11"])
     with pytest.raises(ValueError, match="root_dir='kchaos': an absolute path"):
-        SshBackend(["198.18.0.11"], root_dir="kchaos")
+        SshOptions(root_dir="kchaos")
     with pytest.raises(ValueError, match="port=0"):
-        SshBackend(["198.18.0.11"], port=0)
+        SshOptions(port=0)
     with pytest.raises(ValueError, match="key_file='/nonexistent/key': no such file"):
-        SshBackend(["198.18.0.11"], key_file="/nonexistent/key")
+        SshBackend(["198.18.0.11"], SshOptions(key_file="/nonexistent/key"))
 
 
 # -- reconnecting ---------------------------------------------------------------------

@@ -158,7 +158,7 @@ def test_a_report_that_cannot_be_written_is_logged_and_returns_none(tmp_path, ca
 
 def test_kchaos_report_writes_a_report_per_run_and_names_bad_ones(tmp_path):
     good = write_run(tmp_path / "good", clean())
-    done = subprocess.run([sys.executable, "-m", "kchaos", "report", str(good),
+    done = subprocess.run([sys.executable, "-m", "cli", "report", str(good),
                            str(tmp_path / "missing")], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 3, done.stderr
@@ -175,7 +175,7 @@ def test_a_failing_report_changes_neither_the_verdict_nor_the_exit_code(anomalou
     shutil.copytree(anomalous_run, run_dir, ignore=shutil.ignore_patterns("plots", "report*"))
     (run_dir / "plots").write_text("a file where the plots directory belongs")
     # In this process, beside the running session (a Spark of its own would
-    # start for half a minute; tests/kchaos/test_cli.py runs the command in
+    # start for half a minute; tests/cli/test_cli.py runs the command in
     # a process of its own).
     done = kchaos_here("check", str(run_dir))
     assert done.returncode == 1, done.stderr                    # invalid, as before

@@ -14,7 +14,7 @@ import pytest
 
 from click.testing import CliRunner
 
-from kchaos.cli import cli
+from cli.main import cli
 from kchaos.config import TestConfig
 from nemesis.schedule import DEFAULT_MIX
 from tests.kchaos.plans import SLACK, applied, every_default_kind, first_seed, starts, verbs
@@ -64,13 +64,13 @@ def test_a_described_system_takes_every_fault_and_is_valid(tmp_path, spark):
 def test_the_disk_gate_goes_under_the_spec_s_data_directory(tmp_path):
     """A spec that keeps its data elsewhere than `data` gets its disk faults
     there: the gate is mounted on the directory the broker writes."""
-    from kchaos.cluster import Cluster
+    from kchaos.cluster import SystemUnderTest
     from nemesis.disk.fault import command, gate_mounts
     spec = tmp_path / "elsewhere.toml"
     spec.write_text(SPEC.read_text().replace('data_dir = "data"', 'data_dir = "broker-data"'))
     config = TestConfig.build(db="command", system=str(spec), nemesis=["disk"],
                               subnet="198.18.15.0/24", store=tmp_path / "store")
-    cluster = Cluster(config, tmp_path / "run")
+    cluster = SystemUnderTest(config, tmp_path / "run")
     try:
         cluster.start()
         for node in cluster.nodes:

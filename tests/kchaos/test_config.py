@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kchaos.cli import cli
+from cli.main import cli
 from kchaos.config import TestConfig
+from kchaos.config_checks import validate
 from kchaos.options import from_flat, leaves, read_config_file
 from workloads.clients import ClientSettings
 from workloads.queue_config import QueueConfig
@@ -109,6 +110,10 @@ REFERENCE_SPEC = Path(__file__).resolve().parents[2] / "examples" / "systems" / 
     ({"backend": "ssh"}, "the ssh backend needs the hosts"),
     ({"docker_containers": ["a"]}, "use --db external --bootstrap"),
     ({"bugs": ["x"], "db": "external", "bootstrap": "h:1"}, "bug switches are the reference"),
+    ({"bugs": ["no-such-bug"]}, "--bug 'no-such-bug': no such bug switch; known: acks-all"),
+    ({"broker_config": ["log.retention.ms=1"]},
+     "--config 'log.retention.ms=1': unknown setting 'log.retention.ms'"),
+    ({"broker_config": ["min.insync.replicas=two"]}, "bad value 'two'"),
     ({"topic_config": ["min.insync.replicas"]}, "is not KEY=VALUE"),
     ({"controller_node": True, "db": "external", "bootstrap": "h:1"},
      "--db external runs no controller of kchaos.s"),
@@ -124,7 +129,7 @@ REFERENCE_SPEC = Path(__file__).resolve().parents[2] / "examples" / "systems" / 
 ])
 def test_combinations_that_cannot_run(flat, message):
     with pytest.raises(ValueError, match=message):
-        TestConfig.build(**flat).validate()
+        validate(TestConfig.build(**flat))
 
 
 def test_nodes_are_a_count_or_hosts():
@@ -157,7 +162,7 @@ def test_a_docker_engine_that_does_not_answer_is_one_line_of_bad_input(tmp_path)
     """No cluster starts, so this needs no Docker: the engine is asked for
     first, at a socket that does not exist."""
     env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
-    done = subprocess.run([sys.executable, "-m", "kchaos", "run", "--backend", "docker",
+    done = subprocess.run([sys.executable, "-m", "cli", "run", "--backend", "docker",
                            "--subnet", "198.18.29.0/24", "--store", str(tmp_path / "store")],
                           capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 3, done.stderr

@@ -16,9 +16,9 @@ import pytest
 
 from kchaos.config import TestConfig
 from kchaos.progress import Progress
-from kchaos.recipes import RECIPES
+from validation.recipes import RECIPES
 from kchaos.run import run_and_check
-from kchaos.validate import recipe_config
+from validation.matrix import recipe_config
 from nemesis.schedule import DEFAULT_MIX
 from tests.docker_support import DOCKER_MARKS, compose_cluster
 from tests.kchaos.plans import (

@@ -19,7 +19,7 @@ from cluster.addressing import prefix_for
 from cluster.local import LocalBackend, LocalNode
 from kchaos.config import TestConfig
 from kchaos.progress import Progress
-from kchaos.recipes import FAST_BROKERS
+from validation.profiles import FAST_BROKERS
 from kchaos.run import run_and_check
 from nemesis.disk.fault import gate_mounts, mount, unmount_all
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kchaos.cli import cli
+from cli.main import cli
 from kchaos.config import TestConfig
 from nemesis.schedule import DEFAULT_MIX
 from tests.kchaos.plans import SLACK, applied, every_default_kind, failed, first_seed, starts, \

@@ -13,7 +13,7 @@ import pytest
 
 from kchaos.config import TestConfig
 from kchaos.progress import Progress
-from kchaos.recipes import FAST_BROKERS
+from validation.profiles import FAST_BROKERS
 from kchaos.run import nemesis_plan, run_and_check
 from nemesis.schedule import DEFAULT_MIX
 from tests.kchaos.plans import first_seed, invocations, no_false_alarm

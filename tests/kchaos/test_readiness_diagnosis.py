@@ -12,7 +12,7 @@ import pytest
 
 import cluster.local
 from cluster.daemon_db import DaemonDB
-from kchaos.cluster import Cluster
+from kchaos.cluster import SystemUnderTest
 from kchaos.config import TestConfig
 
 pytestmark = [pytest.mark.root,
@@ -28,7 +28,7 @@ def test_a_readiness_timeout_names_the_forward_policy(tmp_path, monkeypatch):
     monkeypatch.setattr(DaemonDB, "ready_timeout", 8.0)
     config = TestConfig.build(subnet="198.18.13.0/24", store=tmp_path)
     subprocess.run(["iptables", "-P", "FORWARD", "DROP"], check=True)
-    run = Cluster(config, tmp_path)
+    run = SystemUnderTest(config, tmp_path)
     try:
         with pytest.raises(TimeoutError) as failed:
             run.start()

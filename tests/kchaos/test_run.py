@@ -1,7 +1,7 @@
 """`kchaos run` end to end: a local 3-node reference cluster, real clients,
 the history, the final reads and the checks — clean runs, seeds, an
 external cluster and a broker killed by hand. (A bug switch found, and the
-same run without it valid: the validation matrix, tests/kchaos/test_validate.py.)"""
+same run without it valid: the validation matrix, tests/validation/test_matrix.py.)"""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from cluster.local_cluster import LocalCluster
 from history_analysis.history.reader import validate_history
 from kchaos.config import TestConfig
 from kchaos.progress import Progress
-from kchaos.recipes import FAST_BROKERS
+from validation.profiles import FAST_BROKERS
 from kchaos.run import run_and_check, run_test
 from workloads.clients import ClientSettings
 

@@ -138,7 +138,7 @@ def test_paths_outside_the_store_are_refused(server, path):
 
 
 def test_kchaos_serve_starts_lists_and_stops(store, tmp_path):
-    process = subprocess.Popen([sys.executable, "-m", "kchaos", "serve", "--store", str(store),
+    process = subprocess.Popen([sys.executable, "-m", "cli", "serve", "--store", str(store),
                                 "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
     try:
@@ -152,7 +152,7 @@ def test_kchaos_serve_starts_lists_and_stops(store, tmp_path):
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(10)
-    missing = subprocess.run([sys.executable, "-m", "kchaos", "serve", "--store",
+    missing = subprocess.run([sys.executable, "-m", "cli", "serve", "--store",
                               str(tmp_path / "nowhere")], capture_output=True, text=True,
                              timeout=60)
     assert missing.returncode == 3

@@ -36,8 +36,8 @@ def hosts(tmp_path_factory):
 
 def ssh_config(hosts: SshHosts, tmp_path, **settings) -> TestConfig:
     settings = {"nodes": hosts.addresses, "ssh_port": hosts.port,
-                "ssh_key": str(hosts.key_file), "ssh_known_hosts": str(hosts.known_hosts),
-                "ssh_root": str(tmp_path / "hosts"), "store": tmp_path / "store", **settings}
+                "ssh_key_file": str(hosts.key_file), "ssh_known_hosts": str(hosts.known_hosts),
+                "ssh_root_dir": str(tmp_path / "hosts"), "store": tmp_path / "store", **settings}
     return TestConfig.build(**settings)
 
 

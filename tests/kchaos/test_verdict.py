@@ -13,7 +13,7 @@ import json
 import pytest
 
 from tests.cli_support import kchaos_here
-from tests.kchaos.test_cli import copy_example
+from tests.cli.test_cli import copy_example
 
 pytestmark = pytest.mark.spark
 

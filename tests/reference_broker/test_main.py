@@ -23,7 +23,7 @@ def test_sigterm_is_a_clean_shutdown(tmp_path):
 
 
 @pytest.mark.parametrize("entry", [["-m", "reference_broker"],
-                                   ["-c", "from kchaos.cli import main; main()", "broker"]],
+                                   ["-c", "from cli.main import main; main()", "broker"]],
                          ids=["python -m reference_broker", "kchaos broker"])
 def test_a_broker_starts_without_hypothesis_in_a_fresh_directory(entry, tmp_path):
     """kio builds Hypothesis strategies at import when Hypothesis is
@@ -45,7 +45,7 @@ def test_a_broker_starts_without_hypothesis_in_a_fresh_directory(entry, tmp_path
 
 def test_bad_config_is_named(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-c", "from kchaos.cli import main; main()", "broker",
+        [sys.executable, "-c", "from cli.main import main; main()", "broker",
          "--node-id", "1", "--listen", "127.0.0.1:1", "--data-dir", str(tmp_path),
          "--config", "num.partitions=many"], capture_output=True, text=True, timeout=30)
     assert result.returncode == 3
@@ -75,7 +75,7 @@ def test_bug_switches_are_announced(tmp_path):
 def test_process_roles_and_controller_are_checked(tmp_path):
     def run(*options: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-c", "from kchaos.cli import main; main()", "broker",
+            [sys.executable, "-c", "from cli.main import main; main()", "broker",
              "--node-id", "1", "--listen", "127.0.0.1:1", "--data-dir", str(tmp_path),
              *options], capture_output=True, text=True, timeout=30)
     lonely = run("--process-roles", "broker")

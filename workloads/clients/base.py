@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from history_analysis.history import schema as h
-from kchaos.settings import setting
+from settings import setting
 
 OK, FAIL, INFO = "ok", "fail", "info"
 # NOT_ENOUGH_REPLICAS is returned before the append (the ISR is too small),

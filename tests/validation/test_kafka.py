@@ -1,4 +1,4 @@
-"""`kchaos validate --kafka`'s rows, cells and table (kchaos/kafka_evidence.py).
+"""`kchaos validate --kafka`'s rows, cells and table (validation/kafka.py).
 The rows' runs are the measurement itself (docs/validation.md's Apache Kafka
 section); Kafka under every fault in the suite is tests/kchaos/test_kafka_run.py."""
 
@@ -10,11 +10,12 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from kchaos.cli import cli
-from kchaos.generic import NEMESES, Cell
-from kchaos.kafka_evidence import (
+from cli.main import cli
+from validation.generic import Cell
+from validation.kafka import (
     BY_KEY, CELLS_DIR, ROWS, cells, fill, format_outcomes, kafka_config, outcomes, profile_of,
 )
+from validation.profiles import NEMESES
 
 
 def config(key: str, tmp_path):
@@ -46,7 +47,7 @@ def test_the_unsafe_rows_set_the_unsafe_setting_and_expect_what_a_user_would(tmp
     assert "partition" in acks.nemesis
     unclean = config("unclean", tmp_path)
     assert "unclean.leader.election.enable=true" in unclean.broker_config
-    assert unclean.controller_node and unclean.nemesis_script == "acks-all-ignores-min-isr"
+    assert unclean.controller_node and unclean.nemesis_script == "lone-leader-acks-then-dies"
     assert not any(c.startswith("min.insync.replicas") for c in unclean.broker_config)
     lost, flushed = config("power-loss", tmp_path), config("power-loss-flushed", tmp_path)
     assert lost.nemesis == flushed.nemesis == ["power-loss"]

@@ -188,6 +188,9 @@ def test_check_bad_input_exits_3(spark, tmp_path):
     (["--no-check", "--junit", "j.xml"], "--junit writes a verdict, which --no-check does not"),
     (["--nemesis", "partition,kill", "--time-limit", "10"],
      "partition,kill asked for, but no fault starts within --time-limit 10 s"),
+    (["--bug", "no-such-bug"], "--bug 'no-such-bug': no such bug switch"),
+    (["--config", "log.retention.ms=1"], "unknown setting 'log.retention.ms'"),
+    (["--nemesis-script", "no-such-script"], "Invalid value for '--nemesis-script'"),
 ])
 def test_run_refuses_bad_options_before_starting_anything(tmp_path, args, message):
     result = kchaos("run", "--store", str(tmp_path / "store"), *args, timeout=60)

@@ -1,5 +1,4 @@
-"""`kchaos report` and `kchaos serve`: the commands that explain runs
-(registered on the `kchaos` group by kchaos/cli.py)."""
+"""`kchaos report` and `kchaos serve`: the commands that explain runs."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from kchaos.cli import RUN_DIR, BadInput
+from cli.common import RUN_DIR, BadInput
 
 
 @click.command("report")

@@ -1,7 +1,6 @@
-"""`kchaos validate`: the recipe matrix (kchaos/validate.py); with
---generic, the generic nemesis's detection power (kchaos/generic.py); with
---kafka, the evidence on Apache Kafka (kchaos/kafka_evidence.py)
-(registered on the `kchaos` group by kchaos/cli.py)."""
+"""`kchaos validate`: the recipe matrix (validation/matrix.py); with
+--generic, the generic nemesis's detection power (validation/generic.py);
+with --kafka, the evidence on Apache Kafka (validation/kafka.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +9,14 @@ from pathlib import Path
 
 import click
 
-from kchaos.cli import EXIT_INVALID, BadInput, _spark, spark_options
-from kchaos.config import DEFAULT_SUBNET
-from kchaos.generic import DEFAULT_PROFILE, PROFILES
+from cli.common import EXIT_INVALID, BadInput, spark_options, start_spark
+from cluster.addressing import DEFAULT_SUBNET
+from validation import generic
+from validation import kafka as evidence
+from validation.figures import machine, stamp
+from validation.matrix import (CLEAN_RUNS, format_table, selected, soak_config, validate_recipe,
+                               write_docs_table, write_generic_table)
+from validation.profiles import DEFAULT_PROFILE, PROFILES
 
 
 @click.command("validate")
@@ -94,16 +98,13 @@ def validate_command(switches, fast, soak, clean_runs, generic, kafka, kafka_ver
                        "with --generic")
     from kchaos.progress import Progress
     from kchaos.run import run_and_check
-    from kchaos.validate import (
-        CLEAN_RUNS, format_table, selected, soak_config, validate_recipe, write_docs_table)
     try:
         recipes = selected(list(switches), fast)
     except ValueError as e:
         raise BadInput(str(e)) from None
-    from kchaos.measured import machine, stamp
     measured_on = f"{stamp()}; {machine()}"       # the code that runs, as it starts
     store.mkdir(parents=True, exist_ok=True)
-    spark = _spark(spark_master, spark_conf, store / ".spark")
+    spark = start_spark(spark_master, spark_conf, store / ".spark")
     rows = []
     for recipe in recipes:
         click.echo(f"validating {recipe.switch} ...")
@@ -134,7 +135,6 @@ def validate_command(switches, fast, soak, clean_runs, generic, kafka, kafka_ver
 
 def _generic(switches, seeds, clean_seeds, time_limit, profile, recheck, store, table_out,
              write_docs, subnet, spark_master, spark_conf) -> int:
-    from kchaos import generic
     from reference_broker.bugs import CATALOGUE
     every = [*CATALOGUE, generic.CORRECT]
     unknown = [s for s in switches if s not in every]
@@ -143,7 +143,7 @@ def _generic(switches, seeds, clean_seeds, time_limit, profile, recheck, store, 
                        f"{', '.join(every)}")
     switches = switches or every
     store.mkdir(parents=True, exist_ok=True)
-    spark = _spark(spark_master, spark_conf, store / ".spark")
+    spark = start_spark(spark_master, spark_conf, store / ".spark")
     limit = time_limit or generic.TIME_LIMIT
     profile = profile or DEFAULT_PROFILE
 
@@ -161,7 +161,6 @@ def _generic(switches, seeds, clean_seeds, time_limit, profile, recheck, store, 
     if table_out is not None:
         _write_table(table_out, table)
     if write_docs:
-        from kchaos.validate import write_generic_table
         commits = sorted({c.commit for c in shown})
         checked = sorted({c.checked for c in shown if c.checked})
         click.echo(f"written to {write_generic_table(table, commits, profile, checked)}")
@@ -172,7 +171,6 @@ def _generic(switches, seeds, clean_seeds, time_limit, profile, recheck, store, 
 def _kafka(keys, seeds, version, store, table_out, write_docs, subnet, spark_master,
            spark_conf) -> int:
     from cluster.kafka import dist
-    from kchaos import kafka_evidence as evidence
     unknown = [k for k in keys if k not in evidence.BY_KEY]
     if unknown:
         raise BadInput(f"--switch {unknown[0]!r}: not a row of the Kafka evidence; choose "
@@ -180,7 +178,7 @@ def _kafka(keys, seeds, version, store, table_out, write_docs, subnet, spark_mas
     version = version or dist.DEFAULT_VERSION
     rows = [evidence.BY_KEY[k] for k in keys] or evidence.ROWS
     store.mkdir(parents=True, exist_ok=True)
-    spark = _spark(spark_master, spark_conf, store / ".spark")
+    spark = start_spark(spark_master, spark_conf, store / ".spark")
 
     cells = evidence.fill(rows, spark, store, version=version, seeds=seeds, subnet=subnet,
                           on_cell=_report)

@@ -11,7 +11,9 @@ that only Python, config files and test.json set. Nested settings (a
 dataclass field whose type is a dataclass) are flattened on the command
 line and kept as tables in files.
 
-This module imports nothing of kchaos: every room may declare settings.
+This package imports nothing of the project: every room may declare
+settings (the run's own are kchaos/config.py's, the workload's, the ssh
+backend's).
 """
 
 from __future__ import annotations
@@ -26,15 +28,19 @@ def setting(default: Any = dataclasses.MISSING, help: str = "", *,
             choices: Sequence[str] | None = None, flag: str | None = None,
             metavar: str | None = None, comma: bool = False, multiple: bool = False,
             cli: bool = True, default_text: str | None = None,
-            parse: Callable[[str], Any] | None = None, flag_value: Any = None) -> Any:
+            parse: Callable[[str], Any] | None = None, flag_value: Any = None,
+            prefix: str = "") -> Any:
     """A dataclass field with its command-line description (see the module
     docstring). `default_text` replaces the default in the help, for a
     default computed at run time (a random seed). `parse` reads the
     option's text; `flag_value` makes the option a flag that sets this
-    value (a tri-state setting whose flag says no)."""
+    value (a tri-state setting whose flag says no). `prefix`, on a nested
+    part, starts its settings' flat names (`ssh_` makes `ssh.user` the
+    command line's `--ssh-user`)."""
     metadata = {"help": help, "choices": tuple(choices) if choices else None, "flag": flag,
                 "metavar": metavar, "comma": comma, "multiple": multiple, "cli": cli,
-                "default_text": default_text, "parse": parse, "flag_value": flag_value}
+                "default_text": default_text, "parse": parse, "flag_value": flag_value,
+                "prefix": prefix}
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)

@@ -27,7 +27,7 @@ SUBNET = "198.18.9.0/24"
 PREFIX = prefix_for(SUBNET)
 DOCKER_SUBNET = "198.18.24.0/24"
 DOCKER_PREFIX = prefix_for(DOCKER_SUBNET) + "-dk"     # cluster.docker's names for it
-KCHAOS = [sys.executable, "-m", "kchaos"]
+KCHAOS = [sys.executable, "-m", "cli"]
 
 
 def start(store: Path, *options: str, subnet: str = SUBNET) -> subprocess.Popen:

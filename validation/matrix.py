@@ -1,6 +1,6 @@
 """The validation matrix: does kchaos find every bug switch, and only then?
 
-For each recipe (kchaos/recipes/), runs with the switch ON, seeds 1, 2, ...
+For each recipe (validation/recipes/), runs with the switch ON, seeds 1, 2, ...
 until one shows an expected anomaly or the recipe's attempts run out, then
 the same seeds with the switch OFF, each of which must be valid — a
 switch counts as validated only when both hold. A soak runs every fault
@@ -22,11 +22,10 @@ from history_analysis.history.reader import HistoryReader
 from history_analysis.ingest import HISTORY_FILE
 from kchaos.config import TestConfig
 from kchaos.progress import Progress
-from kchaos.recipes import RECIPES, Recipe
 from kchaos.run import RunResult, run_and_check
-from nemesis.schedule import DEFAULT_MIX
-
-SOAK_NEMESES = list(DEFAULT_MIX)
+from validation.figures import DOCS, write_block
+from validation.profiles import DEFAULT_PROFILE, every_fault_config
+from validation.recipes import RECIPES, Recipe
 
 
 CLEAN_RUNS = 3          # conclusive runs with the switch off a switch needs
@@ -59,7 +58,7 @@ def recipe_config(recipe: Recipe, *, on: bool, seed: int, store: Path,
     return TestConfig.build(**recipe.config, bugs=[recipe.switch] if on else [], seed=seed,
                             store=store, subnet=subnet,
                             name=f"validate-{recipe.switch}-{'on' if on else 'off'}",
-                            nemesis_script=recipe.switch if recipe.script else None,
+                            nemesis_script=recipe.script,
                             allow=sorted(recipe.allowed))
 
 
@@ -155,18 +154,6 @@ def _run(recipe: Recipe, on: bool, seed: int, store: Path, spark,
     return run_and_check(config, spark, progress=progress or Progress.quiet())
 
 
-def every_fault_config(broker_config: list[str] = (), nemesis: list[str] = SOAK_NEMESES,
-                       **settings) -> TestConfig:
-    """Every default fault kind together (or the kinds a --generic profile
-    was measured with), acks=all with two in-sync replicas required (as
-    Jepsen's Kafka tests run it), clients crashing now and then: the soak's
-    and --generic's run (settings add the rest, broker_config to
-    min.insync.replicas=2)."""
-    return TestConfig.build(nemesis=list(nemesis), nemesis_interval=10,
-                            broker_config=["min.insync.replicas=2", *broker_config],
-                            crash_clients_every=30, **settings)
-
-
 def soak_config(*, minutes: float, seed: int, store: Path,
                 subnet: str = DEFAULT_SUBNET) -> TestConfig:
     """Every fault together on the correct broker."""
@@ -209,11 +196,10 @@ def format_table(rows: list[Row]) -> str:
 
 def write_docs_table(lines: list[str], *, block: str, measured_on: str) -> Path:
     """The table (and the soak's line) into docs/validation.md's `block`,
-    stamped with `measured_on` (kchaos.measured.stamp() when the runs
+    stamped with `measured_on` (validation.figures.stamp() when the runs
     started: the code that ran). The whole matrix, the fast subset and
     other subsets have blocks of their own, so a partial run never passes
     for the matrix."""
-    from kchaos.measured import DOCS, write_block
     page = DOCS / "validation.md"
     text = "\n".join(lines).strip() + f"\n\n({measured_on}.)"
     write_block(page, block, text)
@@ -222,11 +208,9 @@ def write_docs_table(lines: list[str], *, block: str, measured_on: str) -> Path:
 
 def write_generic_table(table: str, commits: list[str], profile: str,
                         checked: list[str] = ()) -> Path:
-    """A profile's generic nemesis table (kchaos/generic.py) into
+    """A profile's generic nemesis table (validation/generic.py) into
     docs/validation.md, with the commits its cells were measured on (and
     those whose checkers judged them again, if any)."""
-    from kchaos.generic import DEFAULT_PROFILE
-    from kchaos.measured import DOCS, write_block
     page = DOCS / "validation.md"
     block = "generic-matrix" if profile == DEFAULT_PROFILE else f"generic-matrix-{profile}"
     again = f"; judged again by the checkers of {', '.join(checked)}" if checked else ""

@@ -3,7 +3,7 @@
 Two kinds of row. The safe configuration (acks=all, replication factor 3,
 min.insync.replicas=2, unclean election off) must be valid, with no fault
 and under every fault kind, with Kafka's own timings and with the stress
-profile's (kchaos/generic.py): an anomaly there is either a checker's
+profile's (validation/generic.py): an anomaly there is either a checker's
 mistake or Kafka's, and is examined either way. Kafka's own unsafe
 settings must be found, with the anomaly a user would expect of each.
 
@@ -22,8 +22,10 @@ from pathlib import Path
 from cluster.addressing import DEFAULT_SUBNET
 from cluster.kafka.dist import DEFAULT_VERSION
 from kchaos.config import TestConfig
-from kchaos.generic import NEMESES, PROFILES, Cell, read_cells, run_cells
+from validation.generic import Cell, read_cells, run_cells
+from validation.profiles import NEMESES, PROFILES
 from kchaos.progress import Progress
+from validation.figures import DOCS, write_block
 from workloads.clients import ClientSettings
 
 CELLS_DIR = "validate-kafka"
@@ -93,7 +95,7 @@ ROWS: list[KafkaRow] = [
     KafkaRow("unclean", "unclean.leader.election.enable=true", "followers out of the ISR, then "
              "the leader killed", _idle_readers(
                  ["unclean.leader.election.enable=true", "replica.lag.time.max.ms=4000"],
-                 partitions=1, nemesis_script="acks-all-ignores-min-isr",
+                 partitions=1, nemesis_script="lone-leader-acks-then-dies",
                  controller_node=True, recovery_time=3),
              LOST, time_limit=40,
              why="min.insync.replicas=1 (Kafka's default) lets the leader alone in the "
@@ -208,7 +210,6 @@ def format_outcomes(table: list[Outcome]) -> str:
 
 def write_table(table: str, cells: list[Cell], version: str) -> Path:
     """The table into docs/validation.md's Apache Kafka section."""
-    from kchaos.measured import DOCS, write_block
     page = DOCS / "validation.md"
     commits = ", ".join(sorted({c.commit for c in cells})) or "none"
     write_block(page, "kafka-matrix", f"{table}\n\n(Apache Kafka {version}; cells measured "

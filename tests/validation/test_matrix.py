@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kchaos.cli import cli
-from kchaos.generic import (
-    NEMESES, Cell, fill, format_generic, generic_config, read_cells, recheck, rows,
-)
-from kchaos.recipes import RECIPES
-from kchaos.validate import Row, client_errors, failure, format_table, validate_recipe
+from cli.main import cli
 from reference_broker.bugs import CATALOGUE
+from validation.generic import (
+    Cell, fill, format_generic, generic_config, read_cells, recheck, rows,
+)
+from validation.matrix import Row, client_errors, failure, format_table, validate_recipe
+from validation.profiles import NEMESES
+from validation.recipes import RECIPES
 
 FAST = sorted(name for name, recipe in RECIPES.items() if recipe.fast)
 # Not the default subnet: the recipes run beside the other end-to-end tests
@@ -254,7 +255,7 @@ def test_stress_failover_is_the_stress_run_with_every_kind_and_the_first_tables_
 def test_the_stress_command_in_the_docs_is_the_stress_profiles_run(tmp_path):
     from click.core import ParameterSource
 
-    from kchaos.cli import run_command
+    from cli.run import run_command
     from kchaos.config import TestConfig
     from kchaos.options import from_flat, given
     page = (Path(__file__).parents[2] / "docs" / "validation.md").read_text()
@@ -301,7 +302,7 @@ def test_kchaos_validate_names_options_that_do_not_go_together(tmp_path, args, m
 
 
 def test_a_table_goes_only_between_its_markers(tmp_path):
-    from kchaos.measured import write_block
+    from validation.figures import write_block
     page = tmp_path / "page.md"
     page.write_text("before\n<!-- figures:t -->\nold\n<!-- /figures:t -->\nafter\n")
     write_block(page, "t", "| new |")

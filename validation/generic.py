@@ -32,46 +32,12 @@ from history_analysis.run_dir import RESULTS_FILE, TABLES_DIR
 from kchaos.config import TestConfig
 from kchaos.progress import Progress
 from kchaos.run import run_and_check
-from nemesis.schedule import DEFAULT_MIX
-from workloads.clients import ClientSettings
+from validation.figures import commit
+from validation.profiles import DEFAULT_PROFILE, PROFILES, every_fault_config
 
 CORRECT = "none"            # the row of the correct broker (no switch)
 SEEDS, TIME_LIMIT, CLEAN_SEEDS = 5, 90.0, 10
-NEMESES = list(DEFAULT_MIX)     # every fault kind of the generic schedule
-# The kinds the first two profiles' tables were measured with, before
-# `failover` joined the mix: a kind joins a profile only with a new table,
-# since it changes every seed's schedule.
-FIRST_MIX = [n for n in NEMESES if n != "failover"]
 CELLS_DIR, CELLS_FILE = "validate-generic", "cells.jsonl"
-
-
-def _kafka_defaults() -> dict:
-    return dict(nemesis=FIRST_MIX)
-
-
-def _stress(nemesis: list[str] = FIRST_MIX) -> dict:
-    from kchaos.recipes import FAST_BROKERS
-    return dict(
-        nemesis=nemesis,
-        # Timeouts shorter than the ~10-s faults, so a paused or cut replica
-        # leaves the ISR by lagging and a broker is fenced mid-fault; and a
-        # load buffer (KAFKA-5600's) smaller than 90 s of commits.
-        broker_config=[*FAST_BROKERS, "offsets.load.buffer.size=2048"],
-        # Slow consumers (KIP-62) stall 1.5 x 6 s, so a 90-s run has zombies
-        # (every 3 s at the nominal rate; polls under faults are slower).
-        client_settings=ClientSettings(max_poll_interval_ms=6000),
-        stall_consumers_every=3.0,
-        # Ends asked under faults, where a new leader's stale high watermark
-        # shows (KIP-207), judged by epochs (checkers/lost.py).
-        end_offsets_every=1.0)
-
-
-# What each profile adds to the run every row shares (every_fault_config):
-# Kafka's own timings and sizes, or settings that let faults of a short run
-# cross the timeouts and buffers a long one would; and the fault kinds.
-PROFILES = {"kafka-defaults": _kafka_defaults, "stress": _stress,
-            "stress-failover": lambda: _stress(NEMESES)}
-DEFAULT_PROFILE = "kafka-defaults"
 
 
 @dataclass
@@ -96,10 +62,9 @@ class Cell:
 def generic_config(switch: str, *, seed: int, time_limit: float, store: Path,
                    subnet: str = DEFAULT_SUBNET,
                    profile: str = DEFAULT_PROFILE) -> TestConfig:
-    """A run as a user would write it (kchaos.validate.every_fault_config,
-    the soak's, with the profile's settings); the switch is the only
+    """A run as a user would write it (validation/profiles.py's
+    every-fault run, with the profile's settings); the switch is the only
     difference between the rows of a profile."""
-    from kchaos.validate import every_fault_config
     return every_fault_config(name=f"generic-{switch}", seed=seed, store=store, subnet=subnet,
                               time_limit=time_limit, final_time_limit=60,
                               bugs=[] if switch == CORRECT else [switch],
@@ -148,7 +113,6 @@ def run_cells(plan: list[tuple[str, int, float]], configure, spark, store: Path,
     """Run each (row, seed, time limit) of `plan` whose cell is not in the
     store's `cells_dir` yet, configured by configure(row, seed, time_limit);
     each cell is appended as its run finishes. Every cell of the store."""
-    from kchaos.measured import commit
     done = {c.key for c in read_cells(store, cells_dir)}
     path = cells_path(store, cells_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -176,7 +140,6 @@ def recheck(spark, store: Path, *, profile: str = DEFAULT_PROFILE,
     that judged it (`checked`); the cells file is replaced whole."""
     from history_analysis.report import write_report_quietly
     from kchaos.check import check_run
-    from kchaos.measured import commit
     judged_by, cells = commit(), []
     for cell in read_cells(store):
         if (cell.profile, cell.time_limit) == (profile, time_limit) and cell.run_dir:

@@ -1,3 +1,0 @@
-from kchaos.cli import main
-
-main()
