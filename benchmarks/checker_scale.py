@@ -40,6 +40,7 @@ from pyspark.sql import functions as F
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import duckdb_checks, spark_profile  # noqa: E402
+from benchmarks import synthetic_files  # noqa: E402
 from benchmarks import synthetic_history as sh  # noqa: E402
 from benchmarks.injections import injected_ops, injection_steps  # noqa: E402
 from checkers.history import History  # noqa: E402
@@ -67,14 +68,15 @@ def generate(spark, out: Path, events: int, cases: int, seed: int, jsonl: bool) 
         def ordered(frame: DataFrame) -> DataFrame:  # small: one op per row
             return frame.repartition(1).sortWithinPartitions(F.col("ops")[0]["invoke_index"]) \
                 .select("ops")
-        sh.write_jsonl([ordered(setup.unionByName(injected.where("section = 0"))), rows,
-                        ordered(injected.where("section = 1"))], layout, out)
+        sections = [ordered(setup.unionByName(injected.where("section = 0"))), rows,
+                    ordered(injected.where("section = 1"))]
+        synthetic_files.write_jsonl(sections, layout, out)
     else:
         # A history.jsonl of an earlier run would not describe these tables.
         (out / "history.jsonl").unlink(missing_ok=True)
         ops = setup.select("ops").unionByName(injected.select("ops")).unionByName(rows) \
             .select(F.explode("ops").alias("o")).select("o.*")
-        sh.write_tables(ops, layout, out)
+        synthetic_files.write_tables(ops, layout, out)
     topics = {sh.TOPIC: {"partitions": sh.PARTITIONS + len(ANOMALY_TYPES) * cases,
                          "replication_factor": 1}}
     config = {"events": layout.events, "anomalies": cases, "rounds": layout.rounds,
@@ -101,7 +103,7 @@ def generate(spark, out: Path, events: int, cases: int, seed: int, jsonl: bool) 
 def _materialized(frame: DataFrame, path: Path) -> DataFrame:
     """Write a small frame and read it back: the injected operations are
     built once, not in each plan that uses them."""
-    with sh.interpreted(frame.sparkSession):
+    with synthetic_files.interpreted(frame.sparkSession):
         frame.write.mode("overwrite").parquet(path.resolve().as_uri())
     return frame.sparkSession.read.parquet(path.resolve().as_uri())
 

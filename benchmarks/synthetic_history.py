@@ -25,25 +25,20 @@ The base run (topic jt0, 64 partitions in 32 pairs {2k, 2k+1}):
 
 Values are a bijection of (partition, offset) scrambled by the seed, so they
 are unique; times are index × 1000 ns plus a seeded jitter below 1000 ns.
+
+synthetic_files.py writes the operations out, as history.jsonl or as tables.
 """
 
 from __future__ import annotations
 
-import shutil
-from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from history_analysis.history import schema
-from history_analysis.tables import PAIRED, TABLES, derive
 
 TOPIC = "jt0"
 PAIRS = 32
@@ -351,101 +346,3 @@ class BaseRun:
         return ids.select(_div(F.col("id"), PAIRS).alias("r"),
                           F.pmod(F.col("id"), F.lit(PAIRS)).alias("k")) \
             .select(self.round_ops(F.col("r"), F.col("k")).alias("ops"))
-
-
-# --- history.jsonl lines -----------------------------------------------------------
-
-def event_lines(layout: Layout, o: Column) -> Column:
-    """The invocation and completion lines of op `o`: array<struct<index, line>>.
-    Spark's own JSON writer makes them (null fields left out, as the
-    schema allows); a nemesis value is its JSON text as it is."""
-    def line(index: Column, type_: Column, completion: bool) -> Column:
-        envelope = F.to_json(F.struct(
-            index.alias("index"), layout.time(index).alias("time"),
-            o["process"].alias("process"), type_.alias("type"), o["f"].alias("f"),
-            (o["error"] if completion else F.lit(None).cast("string")).alias("error"),
-            F.when(o["phase"] == "final", F.lit("final")).alias("phase")))
-        value = F.when(o["process"] == schema.NEMESIS_PROCESS, o["value_json"]) \
-            .otherwise(F.to_json(o["done"] if completion else o["asked"]))
-        return F.struct(index.alias("index"), F.concat(
-            F.regexp_replace(envelope, "}$", ""), F.lit(',"value":'), value, F.lit("}"))
-            .alias("line"))
-    return F.array(line(o["invoke_index"], F.lit("invoke"), False),
-                   line(o["index"], o["type"], True))
-
-
-# --- writing ---------------------------------------------------------------------
-
-def _uri(path: Path) -> str:
-    return path.resolve().as_uri()
-
-
-@contextmanager
-def interpreted(spark: SparkSession):
-    """Whole-stage codegen off: the generating projections are larger than a
-    compiled Java method may be (64 KB), and their higher-order functions
-    are interpreted anyway; off, Spark does not try, fail and log it."""
-    key = "spark.sql.codegen.wholeStage"
-    before = spark.conf.get(key)
-    spark.conf.set(key, "false")
-    try:
-        yield
-    finally:
-        spark.conf.set(key, before)
-
-
-def write_tables(ops: DataFrame, layout: Layout, out: Path) -> None:
-    """The Parquet tables of OUT/history, derived by ingest's own rules
-    (history_analysis.tables.derive) from the paired operations: Spark
-    writes them to a scratch directory, then they are streamed through
-    derive a batch at a time, so memory stays bounded."""
-    scratch = out / ".generate"
-    shutil.rmtree(scratch, ignore_errors=True)
-    paired = ops.select(
-        F.col("index").alias("op_index"), "invoke_index",
-        layout.time(F.col("invoke_index")).alias("invoke_time"),
-        layout.time(F.col("index")).alias("time"), "process", "type",
-        F.coalesce("phase", F.lit("main")).alias("phase"), "f", "error", "asked", "done",
-        "value_json")
-    with interpreted(ops.sparkSession):
-        paired.write.parquet(_uri(scratch / "ops"))
-    target = out / "history"
-    shutil.rmtree(target, ignore_errors=True)
-    writers = {}
-    try:
-        for name, table in TABLES.items():
-            (target / name).mkdir(parents=True)
-            writers[name] = pq.ParquetWriter(target / name / "part-0.parquet", table.schema,
-                                             compression="zstd", use_dictionary=False)
-        for batch in ds.dataset(scratch / "ops", format="parquet").to_batches(
-                batch_size=1 << 18):
-            for name, rows in derive(pa.Table.from_batches([batch]).cast(PAIRED)).items():
-                writers[name].write_table(rows)
-    finally:
-        for writer in writers.values():
-            writer.close()
-    shutil.rmtree(scratch)
-
-
-def write_jsonl(sections: list[DataFrame], layout: Layout, out: Path) -> Path:
-    """OUT/history.jsonl from frames of `ops` rows, each already in history
-    order (rows in order, ops in order within a row); lines are sorted within
-    each row only, then the part files are concatenated in order, each
-    deleted once appended (at 100M events the file is about 25 GB)."""
-    scratch = out / ".generate"
-    shutil.rmtree(scratch, ignore_errors=True)
-    for i, rows in enumerate(sections):
-        lines = rows.select(F.array_sort(F.flatten(F.transform(
-            "ops", lambda o: event_lines(layout, o)))).alias("events")) \
-            .select(F.explode("events").alias("e")).select("e.line")
-        with interpreted(rows.sparkSession):
-            lines.write.text(_uri(scratch / f"section{i}"))
-    target = out / "history.jsonl"
-    with open(target, "wb") as sink:
-        for i in range(len(sections)):
-            for part in sorted((scratch / f"section{i}").glob("part-*")):
-                with open(part, "rb") as source:
-                    shutil.copyfileobj(source, sink, 1 << 20)
-                part.unlink()
-    shutil.rmtree(scratch)
-    return target

@@ -66,16 +66,17 @@ def serve(args: argparse.Namespace) -> int:
             return 2
     cache = PageCache(args.writeback_delay)
     gate = DiskGate(backing, cache)
+    switches = gate.switches
     finished = threading.Event()
 
     def handle(command: str) -> dict:
         if command in ("stall", "unstall"):
-            gate.set_stalled(command == "stall")
+            switches.set_stalled(command == "stall")
         elif command in ("errors", "stop-errors"):
-            gate.set_failing(command == "errors")
+            switches.set_failing(command == "errors")
         elif command == "heal":
-            gate.set_stalled(False)
-            gate.set_failing(False)
+            switches.set_stalled(False)
+            switches.set_failing(False)
         elif command == "drop":
             dropped = gate.drop()
             return {"dropped_files": dropped["files"], "dropped_bytes": dropped["bytes"],
@@ -95,7 +96,7 @@ def serve(args: argparse.Namespace) -> int:
     def on_signal() -> None:
         sig = signal.sigwait({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
         log.info("%s: writing back and unmounting", signal.Signals(sig).name)
-        gate.shutdown()
+        switches.shutdown()
         try:
             cache.sync()
         except OSError as e:
@@ -123,7 +124,7 @@ def serve(args: argparse.Namespace) -> int:
         return 1
     finally:
         cache.stop_writeback()
-        gate.shutdown()
+        switches.shutdown()
         try:
             cache.sync()
         finally:

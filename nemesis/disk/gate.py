@@ -24,6 +24,9 @@ backing directory, with three switches a nemesis throws at run time.
 Operations on open files use their handle, never a path (nullpath_ok), so a
 file unlinked while open keeps working without libfuse's `.fuse_hidden`
 renames (hard_remove).
+
+The switches and the waiting at them are switches.py's; this file is the
+filesystem whose every operation passes them (`_gated`).
 """
 
 from __future__ import annotations
@@ -32,66 +35,44 @@ import ctypes
 import errno
 import functools
 import itertools
-import logging
 import os
-import signal
 import threading
 import time
-from pathlib import Path
 
 import mfusepy
 
 from nemesis.disk.page_cache import CachedFile, PageCache
-
-log = logging.getLogger("nemesis.disk")
+from nemesis.disk.switches import Switches
 
 # How long the kernel trusts names and attributes it was told (libfuse's
 # entry_timeout and attr_timeout, passed as mount options). A drop changes
 # sizes behind the kernel's back, so it answers only after this long: by
 # then any open or stat asks the gate again.
 KERNEL_CACHE_SECONDS = 1.0
-QUIESCE_SECONDS = 10.0
 # fuse_common.h capability bits
 FUSE_CAP_AUTO_INVAL_DATA = 1 << 12
 FUSE_CAP_WRITEBACK_CACHE = 1 << 16
-# How often an operation waiting at a stalled gate looks whether its
-# process is being killed.
-DYING_POLL_SECONDS = 0.05
-SIGKILL_BIT = 1 << (signal.SIGKILL - 1)     # in /proc/PID/status's signal masks
 # libfuse's worker threads are not Python's: each ctypes callback would
 # create and destroy a Python thread state. One extra PyGILState_Ensure per
 # worker keeps its state for good — a write costs about half as much CPU.
 _worker = threading.local()
 
 
-def _dying() -> bool:
-    """Whether the thread that made the current request has a SIGKILL
-    pending (or is gone). The kernel keeps a request it has sent to the
-    gate, and so even a SIGKILLed process, until the gate answers
-    (fs/fuse/dev.c, request_wait_answer), and a dying process closes its
-    files through the gate too: a stall would make a kill hang where a
-    crash must not. Any other signal (a pause's SIGSTOP) keeps the
-    operation waiting, as a process on a hung disk does."""
-    pid = mfusepy.fuse_get_context()[2]
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return any(int(line.split()[1], 16) & SIGKILL_BIT for line in status.splitlines()
-               if line.startswith(("SigPnd:", "ShdPnd:")))
-
-
 def _gated(*, fails: bool):
-    """An operation that waits while the disk is stalled (or a drop is
-    under way) and, with fails, raises EIO while errors are on."""
+    """An operation that passes the gate's switches: it waits while the
+    disk is stalled (or a drop is under way) and, with fails, raises EIO
+    while errors are on."""
     def wrap(method):
         @functools.wraps(method)
         def gated(self: "DiskGate", *args):
-            self._enter(fails)
+            if not getattr(_worker, "pinned", False):
+                ctypes.pythonapi.PyGILState_Ensure()
+                _worker.pinned = True
+            self.switches.enter(fails)
             try:
                 return method(self, *args)
             finally:
-                self._leave()
+                self.switches.leave()
         return gated
     return wrap
 
@@ -107,84 +88,26 @@ class DiskGate(mfusepy.Operations):
         self._handles: dict[int, CachedFile] = {}
         self._dirs: dict[int, str] = {}
         self._ids = itertools.count(1)
-        self._cond = threading.Condition(threading.Lock())
-        self.stalled = False
-        self.failing = False
-        self._draining = False
-        self._in_flight = 0
-        self._waiting = 0
+        self.switches = Switches(cache)
 
-    # -- the switches (the control socket's thread) -------------------------
-
-    def _enter(self, fails: bool) -> None:
-        if not getattr(_worker, "pinned", False):
-            ctypes.pythonapi.PyGILState_Ensure()
-            _worker.pinned = True
-        with self._cond:
-            while self.stalled or self._draining:
-                if _dying():
-                    raise mfusepy.FuseOSError(errno.EINTR)
-                self._waiting += 1
-                try:
-                    self._cond.wait(DYING_POLL_SECONDS)
-                finally:
-                    self._waiting -= 1
-            if fails and self.failing:
-                raise mfusepy.FuseOSError(errno.EIO)
-            self._in_flight += 1
-
-    def _leave(self) -> None:
-        with self._cond:
-            self._in_flight -= 1
-            if self._in_flight == 0:
-                self._cond.notify_all()
-
-    def set_stalled(self, stalled: bool) -> None:
-        with self._cond:
-            self.stalled = stalled
-            self.cache.held = stalled
-            self._cond.notify_all()
-
-    def set_failing(self, failing: bool) -> None:
-        with self._cond:
-            self.failing = failing
+    # -- what the control socket asks of the whole gate --------------------
 
     def drop(self) -> dict:
-        """Forget what was not written back, with no operation in flight
-        (one that was under way lands before, none lands after); answers
-        once the kernel no longer trusts sizes it saw before."""
-        with self._cond:
-            self._draining = True
-            deadline = time.monotonic() + QUIESCE_SECONDS
-            while self._in_flight and time.monotonic() < deadline:
-                self._cond.wait(deadline - time.monotonic())
-            busy = self._in_flight
-            try:
-                dropped = self.cache.drop()
-            finally:
-                self._draining = False
-                self._cond.notify_all()
-        if busy:
-            log.warning("drop: %d operation(s) still in flight after %s s", busy, QUIESCE_SECONDS)
+        """The switches' drop, answered once the kernel no longer trusts
+        sizes it saw before."""
+        dropped = self.switches.drop()
         if dropped["files"]:
             time.sleep(KERNEL_CACHE_SECONDS + 0.1)
         return dropped
 
     def status(self) -> dict:
         files, dirty = self.cache.dirty()
-        with self._cond:
-            return {"stalled": self.stalled, "errors": self.failing,
-                    "blocked_ops": self._waiting, "in_flight_ops": self._in_flight,
-                    "dirty_files": files, "dirty_bytes": dirty,
-                    "writeback_delay": self.cache.writeback_delay,
-                    "open_files": len(self._handles), "backing": self.backing,
-                    "pid": os.getpid()}
+        return {**self.switches.status(), "dirty_files": files, "dirty_bytes": dirty,
+                "writeback_delay": self.cache.writeback_delay,
+                "open_files": len(self._handles), "backing": self.backing,
+                "pid": os.getpid()}
 
-    def shutdown(self) -> None:
-        """Let every waiting operation through (the gate is going away)."""
-        with self._cond:
-            self.stalled = self.failing = False
-            self._cond.notify_all()
+    # -- at mount ----------------------------------------------------------
 
     def init_with_config(self, conn, config) -> None:
         """No kernel writeback cache: a write(2) returns once the gate has

@@ -1,165 +1,37 @@
-"""Network faults, checked with real traffic between network namespaces: a
-TCP listener and a UDP receiver on every node, connections and datagrams
-from the other nodes and from the root namespace (where clients live).
-
-TCP needs both directions (a DROP on either side kills the handshake), so
-TCP shows who is cut off from whom; UDP shows one-way cuts and loss.
-The grudge shapes themselves are pure functions, tested without root.
+"""Network faults, checked with real traffic between network namespaces
+(traffic.py): TCP shows who is cut off from whom, UDP shows one-way cuts
+and loss. The grudge shapes themselves are pure functions, tested without
+root (test_grudges.py).
 """
 
 from __future__ import annotations
 
 import json
 import random
-import socket
-import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from cluster.local import LocalNode
 from nemesis.core import Cluster, FaultError
-from nemesis.net import (PacketLossFault, PartitionFault, bridge, grudge, halves, heal,
-                         heal_nodes, isolate, majorities_ring, one_way)
-from tests.cluster.conftest import IS_ROOT, leftovers, make_backend, wait_until
-
-PY = sys.executable
-TCP, UDP = 7100, 7101
-LISTEN = """
-import socket, sys
-s = socket.create_server(("0.0.0.0", int(sys.argv[1])), backlog=128)
-while True:
-    s.accept()[0].close()
-"""
-# Writes every datagram it receives as a line of its log.
-RECEIVE = """
-import os, socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
-s.bind(("0.0.0.0", int(sys.argv[1])))
-while True:
-    os.write(1, s.recv(256) + b"\\n")
-"""
-# argv: {name: address} as JSON, port, timeout; prints {name: connected}.
-PROBE = """
-import json, socket, sys
-from concurrent.futures import ThreadPoolExecutor
-targets, port, timeout = json.loads(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
-def connects(address):
-    try:
-        socket.create_connection((address, port), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
-with ThreadPoolExecutor(len(targets)) as pool:
-    print(json.dumps(dict(zip(targets, pool.map(connects, targets.values())))))
-"""
-# argv: address, port, tag, count; paced so no receive buffer overflows.
-SEND = """
-import socket, sys, time
-address, port, tag, count = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-for i in range(count):
-    s.sendto(f"{tag} {i}".encode(), (address, port))
-    if i % 50 == 49:
-        time.sleep(0.002)
-"""
-
-# -- the grudges' shapes (pure) -------------------------------------------
-
-N3 = ["n1", "n2", "n3"]
-N5 = ["n1", "n2", "n3", "n4", "n5"]
-
-
-def views(connectivity) -> dict[str, set[str]]:
-    """Whom each node hears, itself included."""
-    return {node: {node, *connectivity[node]} for node in connectivity}
-
-
-def test_halves_cut_the_first_half_from_the_rest():
-    assert grudge(halves(N3)) == {"n1": ["n2", "n3"], "n2": ["n1"], "n3": ["n1"]}
-    assert grudge(halves(N5)) == {"n1": ["n3", "n4", "n5"], "n2": ["n3", "n4", "n5"],
-                                  "n3": ["n1", "n2"], "n4": ["n1", "n2"], "n5": ["n1", "n2"]}
-
-
-def test_isolate_cuts_one_node_from_all_others():
-    assert grudge(isolate(N5, "n3")) == {"n1": ["n3"], "n2": ["n3"],
-                                         "n3": ["n1", "n2", "n4", "n5"],
-                                         "n4": ["n3"], "n5": ["n3"]}
-
-
-@pytest.mark.parametrize("n", range(3, 10))
-def test_majorities_ring_every_node_sees_a_majority_and_no_two_the_same(n):
-    ring = [f"n{i}" for i in random.Random(n).sample(range(1, n + 1), n)]
-    seen = views(majorities_ring(ring))
-    assert all(len(view) >= n // 2 + 1 for view in seen.values())
-    assert len({frozenset(view) for view in seen.values()}) == n
-
-
-def test_majorities_ring_on_5_hears_ring_neighbours_only():
-    ring = ["n3", "n1", "n5", "n2", "n4"]
-    assert grudge(majorities_ring(ring)) == {
-        "n1": ["n2", "n4"], "n2": ["n1", "n3"], "n3": ["n2", "n5"],
-        "n4": ["n1", "n5"], "n5": ["n3", "n4"]}
-
-
-def test_majorities_ring_on_3_is_a_line():
-    assert grudge(majorities_ring(["n2", "n3", "n1"])) == {"n1": ["n2"], "n2": ["n1"]}
-
-
-def test_bridge_joins_two_halves_through_one_node():
-    assert grudge(bridge(N5)) == {"n1": ["n4", "n5"], "n2": ["n4", "n5"],
-                                  "n4": ["n1", "n2"], "n5": ["n1", "n2"]}
-    assert grudge(bridge(N3)) == {"n1": ["n3"], "n3": ["n1"]}
-
-
-def test_one_way_the_deaf_node_drops_everyone_and_no_one_drops_it():
-    assert grudge(one_way(N3, "n2")) == {"n2": ["n1", "n3"]}
-
-
-def test_bad_arguments_are_refused_naming_them():
-    with pytest.raises(ValueError, match="kind='triangle'"):
-        PartitionFault("triangle")
-    with pytest.raises(ValueError, match="target='follower'"):
-        PartitionFault("isolate-leader", target="follower")
-    with pytest.raises(ValueError, match="probability=1.5"):
-        PacketLossFault(probability=1.5)
-    with pytest.raises(ValueError, match="targets='some'"):
-        PacketLossFault("some")
-
-
-# -- real namespaces -------------------------------------------------------
-
-def _namespaces(tmp_path_factory, n: int):
-    backend = make_backend("netns", tmp_path_factory.mktemp(f"net{n}"), n)
-    backend.setup()
-    try:
-        for node in backend.nodes:
-            node.start_daemon("listen", [PY, "-c", LISTEN, str(TCP)])
-            node.start_daemon("udp", [PY, "-c", RECEIVE, str(UDP)])
-        for node in backend.nodes:
-            wait_until(lambda: client_reaches([node]) == {node.name}, f"{node.name} listens")
-            wait_until(lambda: send_from_root(node, "ready", 1) or received(node, "ready", 1),
-                       f"{node.name} receives UDP")
-        yield backend
-    finally:
-        backend.teardown()
-    assert leftovers(backend, backend.prefix) == []
+from nemesis.net import (PacketLossFault, PartitionFault, grudge, halves, heal, heal_nodes,
+                         isolate, majorities_ring)
+from tests.cluster.conftest import IS_ROOT, make_backend
+from tests.nemesis.traffic import (client_reaches, connectivity, everyone, expected,
+                                   listening_namespaces, nonce, received, send, send_from_root)
 
 
 @pytest.fixture(scope="module")
 def backend3(tmp_path_factory):
     if not IS_ROOT:
         pytest.skip("network namespaces need root")
-    yield from _namespaces(tmp_path_factory, 3)
+    yield from listening_namespaces(tmp_path_factory, 3)
 
 
 @pytest.fixture(scope="module")
 def backend5(tmp_path_factory):
     if not IS_ROOT:
         pytest.skip("network namespaces need root")
-    yield from _namespaces(tmp_path_factory, 5)
+    yield from listening_namespaces(tmp_path_factory, 5)
 
 
 def _healed_after(backend):
@@ -181,69 +53,6 @@ def five(backend5):
 
 def firewall(node) -> str:
     return node.run(["iptables", "-w", "-S"]).stdout
-
-
-def reaches(node, nodes) -> set[str]:
-    """The nodes node can open a TCP connection to."""
-    targets = {other.name: other.address for other in nodes if other is not node}
-    out = node.run([PY, "-c", PROBE, json.dumps(targets), str(TCP), "0.5"]).stdout
-    return {name for name, ok in json.loads(out).items() if ok}
-
-
-def connectivity(nodes) -> dict[str, set[str]]:
-    with ThreadPoolExecutor(len(nodes)) as pool:
-        return dict(zip([n.name for n in nodes], pool.map(lambda n: reaches(n, nodes), nodes)))
-
-
-def expected(grudge_: dict[str, list[str]], names: list[str]) -> dict[str, set[str]]:
-    """TCP works between a and b when neither drops the other."""
-    return {a: {b for b in names if b != a and b not in grudge_.get(a, [])
-                and a not in grudge_.get(b, [])} for a in names}
-
-
-def everyone(names: list[str]) -> dict[str, set[str]]:
-    return expected({}, names)
-
-
-def client_reaches(nodes) -> set[str]:
-    """The nodes a client in the root namespace can connect to."""
-    def connects(node):
-        try:
-            socket.create_connection((node.address, TCP), timeout=0.5).close()
-            return True
-        except OSError:
-            return False
-    with ThreadPoolExecutor(len(nodes)) as pool:
-        return {node.name for node, ok in zip(nodes, pool.map(connects, nodes)) if ok}
-
-
-def send(source, target, tag: str, count: int) -> None:
-    source.run([PY, "-c", SEND, target.address, str(UDP), tag, str(count)])
-
-
-def send_from_root(target, tag: str, count: int) -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        for i in range(count):
-            s.sendto(f"{tag} {i}".encode(), (target.address, UDP))
-
-
-def received(node, tag: str, most: int) -> int:
-    """How many datagrams tagged tag node received, once that count stops
-    growing (or reaches most)."""
-    def count() -> int:
-        lines = node.get("udp.log").splitlines()
-        return sum(line.split(b" ")[0] == tag.encode() for line in lines)
-    last, since = count(), time.monotonic()
-    while last < most and time.monotonic() - since < 0.3:
-        time.sleep(0.05)
-        now = count()
-        if now != last:
-            last, since = now, time.monotonic()
-    return last
-
-
-def nonce(what: str) -> str:
-    return f"{what}-{random.getrandbits(32):08x}"
 
 
 @pytest.mark.root
@@ -337,6 +146,7 @@ class Leads:
 @pytest.mark.root
 def test_isolate_leader_isolates_the_leader_or_the_controller(three):
     n1, n2, n3 = three.nodes
+    names = [n.name for n in three.nodes]
     db = Leads(leader=n2, controller=n3)
     cluster = Cluster(three.nodes, db=db, topics=["t"], partitions=3)
     fault = PartitionFault("isolate-leader", partition=1)
@@ -344,7 +154,7 @@ def test_isolate_leader_isolates_the_leader_or_the_controller(three):
     done = fault.start(cluster, random.Random(4))
     assert db.asked == [("t", 1)]
     assert done["isolated"] == "n2" and "note" not in done
-    assert done["grudge"] == grudge(isolate(N3, "n2"))
+    assert done["grudge"] == grudge(isolate(names, "n2"))
     assert connectivity(three.nodes) == {"n1": {"n3"}, "n2": set(), "n3": {"n1"}}
     fault.stop(cluster)
 
@@ -357,11 +167,12 @@ def test_isolate_leader_isolates_the_leader_or_the_controller(three):
 
 @pytest.mark.root
 def test_isolate_leader_without_a_leader_isolates_a_random_node_and_says_so(three):
+    names = [n.name for n in three.nodes]
     cluster = Cluster(three.nodes, db=Leads(), topics=["t"], partitions=2)
     done = PartitionFault("isolate-leader").start(cluster, random.Random(5))
     assert done["partition"] in (0, 1)
     assert "no leader of partition" in done["note"]
-    assert done["grudge"] == grudge(isolate(N3, done["isolated"]))
+    assert done["grudge"] == grudge(isolate(names, done["isolated"]))
 
 
 @pytest.mark.root

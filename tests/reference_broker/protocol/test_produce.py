@@ -9,9 +9,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from tests.reference_broker.protocol import entities
-from tests.reference_broker.protocol.wire import (
-    ConnectionClosed, encode_request, open_node, run,
-)
+from tests.reference_broker.protocol.wire import ConnectionClosed, encode_request
 from tests.reference_broker.record_batches import kio_batch, records_in, values_batch
 
 
@@ -38,216 +36,203 @@ async def producer_id(client) -> int:
     return response.producer_id
 
 
-def test_produce_appends_and_answers_base_offsets(tmp_path):
-    async def scenario():
-        async with open_node(tmp_path) as node:
-            client = node.connect()
-            await new_topic(client)
-            first = answer(await client.call(entities.produce("t", 0, values_batch(3))))
-            second = answer(await client.call(entities.produce("t", 0, values_batch(2, start=3),
-                                                              acks=1)))
-            assert (first.error_code, first.base_offset) == (ErrorCode.none, 0)
-            assert (second.error_code, second.base_offset, second.log_start_offset) == \
-                (ErrorCode.none, 3, 0)
-            assert await fetched_values(client) == [b"%010d" % n for n in range(5)]
-    run(scenario())
+def test_produce_appends_and_answers_base_offsets(run_on_node):
+    async def scenario(node):
+        client = node.connect()
+        await new_topic(client)
+        first = answer(await client.call(entities.produce("t", 0, values_batch(3))))
+        second = answer(await client.call(entities.produce("t", 0, values_batch(2, start=3),
+                                                          acks=1)))
+        assert (first.error_code, first.base_offset) == (ErrorCode.none, 0)
+        assert (second.error_code, second.base_offset, second.log_start_offset) == \
+            (ErrorCode.none, 3, 0)
+        assert await fetched_values(client) == [b"%010d" % n for n in range(5)]
+    run_on_node(scenario)
 
 
 @pytest.mark.parametrize("topic,partition", [("missing", 0), ("t", 1), ("t", -1)])
-def test_produce_to_an_unknown_partition_is_refused_and_creates_nothing(tmp_path, topic, partition):
-    async def scenario():
-        async with open_node(tmp_path) as node:
-            client = node.connect()
-            await new_topic(client)
-            response = answer(await client.call(
-                entities.produce(topic, partition, values_batch(1))))
-            assert (response.error_code, response.base_offset) == \
-                (ErrorCode.unknown_topic_or_partition, -1)
-            # Produce never auto-creates (only Metadata does), even with auto-creation on.
-            assert sorted(node.broker.topics) == ["t"]
-            assert node.broker.partition("t", 0).high_watermark == 0
-    run(scenario())
+def test_produce_to_an_unknown_partition_is_refused_and_creates_nothing(run_on_node, topic,
+                                                                        partition):
+    async def scenario(node):
+        client = node.connect()
+        await new_topic(client)
+        response = answer(await client.call(
+            entities.produce(topic, partition, values_batch(1))))
+        assert (response.error_code, response.base_offset) == \
+            (ErrorCode.unknown_topic_or_partition, -1)
+        # Produce never auto-creates (only Metadata does), even with auto-creation on.
+        assert sorted(node.broker.topics) == ["t"]
+        assert node.broker.partition("t", 0).high_watermark == 0
+    run_on_node(scenario)
 
 
-def test_batch_with_a_bad_crc_is_corrupt_and_appends_nothing(tmp_path):
-    async def scenario():
-        async with open_node(tmp_path) as node:
-            client = node.connect()
-            await new_topic(client)
-            batch = bytearray(values_batch(3))
-            batch[-1] ^= 0xFF  # inside the records, covered by the CRC-32C
-            response = answer(await client.call(entities.produce("t", 0, bytes(batch))))
-            assert response.error_code == ErrorCode.corrupt_message
-            assert node.broker.partition("t", 0).high_watermark == 0
-            assert await fetched_values(client) == []
-    run(scenario())
+def test_batch_with_a_bad_crc_is_corrupt_and_appends_nothing(run_on_node):
+    async def scenario(node):
+        client = node.connect()
+        await new_topic(client)
+        batch = bytearray(values_batch(3))
+        batch[-1] ^= 0xFF  # inside the records, covered by the CRC-32C
+        response = answer(await client.call(entities.produce("t", 0, bytes(batch))))
+        assert response.error_code == ErrorCode.corrupt_message
+        assert node.broker.partition("t", 0).high_watermark == 0
+        assert await fetched_values(client) == []
+    run_on_node(scenario)
 
 
 @pytest.mark.parametrize("records", [b"", None, values_batch(1) + values_batch(1, start=1)],
                          ids=["empty", "null", "two-batches"])
-def test_produce_must_carry_exactly_one_batch_per_partition(tmp_path, records):
+def test_produce_must_carry_exactly_one_batch_per_partition(run_on_node, records):
     # ProduceRequest.validateRecords (v3+): at least one batch, and exactly one.
-    async def scenario():
-        async with open_node(tmp_path) as node:
-            client = node.connect()
-            await new_topic(client)
-            response = answer(await client.call(entities.produce("t", 0, records)))
-            assert response.error_code == ErrorCode.invalid_record
-            assert node.broker.partition("t", 0).high_watermark == 0
-    run(scenario())
+    async def scenario(node):
+        client = node.connect()
+        await new_topic(client)
+        response = answer(await client.call(entities.produce("t", 0, records)))
+        assert response.error_code == ErrorCode.invalid_record
+        assert node.broker.partition("t", 0).high_watermark == 0
+    run_on_node(scenario)
 
 
-def test_batch_above_message_max_bytes_is_too_large(tmp_path):
-    async def scenario():
-        async with open_node(tmp_path, "message.max.bytes=200") as node:
-            client = node.connect()
-            await new_topic(client)
-            small = answer(await client.call(entities.produce("t", 0, values_batch(1))))
-            large = answer(await client.call(entities.produce("t", 0, values_batch(20, 20))))
-            assert small.error_code == ErrorCode.none
-            assert large.error_code == ErrorCode.message_too_large
-            assert node.broker.partition("t", 0).high_watermark == 1
-    run(scenario())
+def test_batch_above_message_max_bytes_is_too_large(run_on_node):
+    async def scenario(node):
+        client = node.connect()
+        await new_topic(client)
+        small = answer(await client.call(entities.produce("t", 0, values_batch(1))))
+        large = answer(await client.call(entities.produce("t", 0, values_batch(20, 20))))
+        assert small.error_code == ErrorCode.none
+        assert large.error_code == ErrorCode.message_too_large
+        assert node.broker.partition("t", 0).high_watermark == 1
+    run_on_node(scenario, "message.max.bytes=200")
 
 
-def test_acks_other_than_0_1_all_are_refused(tmp_path):
-    async def scenario():
-        async with open_node(tmp_path) as node:
-            client = node.connect()
-            await new_topic(client)
-            response = answer(await client.call(entities.produce("t", 0, values_batch(1), acks=2)))
-            assert response.error_code == ErrorCode.invalid_required_acks
-            assert node.broker.partition("t", 0).high_watermark == 0
-    run(scenario())
+def test_acks_other_than_0_1_all_are_refused(run_on_node):
+    async def scenario(node):
+        client = node.connect()
+        await new_topic(client)
+        response = answer(await client.call(entities.produce("t", 0, values_batch(1), acks=2)))
+        assert response.error_code == ErrorCode.invalid_required_acks
+        assert node.broker.partition("t", 0).high_watermark == 0
+    run_on_node(scenario)
 
 
-def test_acks_0_gets_no_response_and_the_next_request_is_answered(tmp_path):
-    async def scenario():
-        async with open_node(tmp_path) as node:
-            client = node.connect()
-            await new_topic(client)
-            # Not registered as expecting an answer: the next response must be
-            # the Metadata's (receive checks the correlation id).
-            client.feed(encode_request(entities.produce("t", 0, values_batch(3), acks=0), 100))
-            meta = await client.call(entities.metadata(["t"]))
-            assert meta.topics[0].error_code == ErrorCode.none
-            assert client.unread() == b""
-            assert node.broker.partition("t", 0).high_watermark == 3
-    run(scenario())
+def test_acks_0_gets_no_response_and_the_next_request_is_answered(run_on_node):
+    async def scenario(node):
+        client = node.connect()
+        await new_topic(client)
+        # Not registered as expecting an answer: the next response must be
+        # the Metadata's (receive checks the correlation id).
+        client.feed(encode_request(entities.produce("t", 0, values_batch(3), acks=0), 100))
+        meta = await client.call(entities.metadata(["t"]))
+        assert meta.topics[0].error_code == ErrorCode.none
+        assert client.unread() == b""
+        assert node.broker.partition("t", 0).high_watermark == 3
+    run_on_node(scenario)
 
 
-def test_acks_0_produce_that_fails_closes_the_connection(tmp_path):
+def test_acks_0_produce_that_fails_closes_the_connection(run_on_node):
     # KafkaApis.handleProduceRequest: the only way to tell an acks=0 producer.
-    async def scenario():
-        async with open_node(tmp_path) as node:
-            client = node.connect()
-            client.feed(encode_request(entities.produce("missing", 0, values_batch(1), acks=0), 1))
-            client.send(entities.api_versions())
-            with pytest.raises(ConnectionClosed):
-                await client.receive()
-            await node.assert_serves()
-    run(scenario())
+    async def scenario(node):
+        client = node.connect()
+        client.feed(encode_request(entities.produce("missing", 0, values_batch(1), acks=0), 1))
+        client.send(entities.api_versions())
+        with pytest.raises(ConnectionClosed):
+            await client.receive()
+        await node.assert_serves()
+    run_on_node(scenario)
 
 
-def test_sequence_gap_is_out_of_order_and_appends_nothing(tmp_path):
-    async def scenario():
-        async with open_node(tmp_path) as node:
-            client = node.connect()
-            await new_topic(client)
-            pid = await producer_id(client)
-            ok = answer(await client.call(entities.produce("t", 0, values_batch(
-                3, producer_id=pid, producer_epoch=0, base_sequence=0))))
-            gap = answer(await client.call(entities.produce("t", 0, values_batch(
-                2, start=3, producer_id=pid, producer_epoch=0, base_sequence=4))))
-            next_ = answer(await client.call(entities.produce("t", 0, values_batch(
-                2, start=3, producer_id=pid, producer_epoch=0, base_sequence=3))))
-            assert (ok.error_code, ok.base_offset) == (ErrorCode.none, 0)
-            assert gap.error_code == ErrorCode.out_of_order_sequence_number
-            assert (next_.error_code, next_.base_offset) == (ErrorCode.none, 3)
-            assert await fetched_values(client) == [b"%010d" % n for n in range(5)]
-    run(scenario())
+def test_sequence_gap_is_out_of_order_and_appends_nothing(run_on_node):
+    async def scenario(node):
+        client = node.connect()
+        await new_topic(client)
+        pid = await producer_id(client)
+        ok = answer(await client.call(entities.produce("t", 0, values_batch(
+            3, producer_id=pid, producer_epoch=0, base_sequence=0))))
+        gap = answer(await client.call(entities.produce("t", 0, values_batch(
+            2, start=3, producer_id=pid, producer_epoch=0, base_sequence=4))))
+        next_ = answer(await client.call(entities.produce("t", 0, values_batch(
+            2, start=3, producer_id=pid, producer_epoch=0, base_sequence=3))))
+        assert (ok.error_code, ok.base_offset) == (ErrorCode.none, 0)
+        assert gap.error_code == ErrorCode.out_of_order_sequence_number
+        assert (next_.error_code, next_.base_offset) == (ErrorCode.none, 3)
+        assert await fetched_values(client) == [b"%010d" % n for n in range(5)]
+    run_on_node(scenario)
 
 
-def test_retried_batch_gets_its_original_offsets_and_is_not_appended_twice(tmp_path):
-    async def scenario():
-        async with open_node(tmp_path) as node:
-            client = node.connect()
-            await new_topic(client)
-            pid = await producer_id(client)
-            first = values_batch(3, producer_id=pid, producer_epoch=0, base_sequence=0)
-            second = values_batch(2, start=3, producer_id=pid, producer_epoch=0, base_sequence=3)
-            assert answer(await client.call(entities.produce("t", 0, first))).base_offset == 0
-            assert answer(await client.call(entities.produce("t", 0, second))).base_offset == 3
-            for batch, offset in ((first, 0), (second, 3), (first, 0)):
-                retry = answer(await node.connect().call(entities.produce("t", 0, batch)))
-                assert (retry.error_code, retry.base_offset) == (ErrorCode.none, offset)
-            assert node.broker.partition("t", 0).high_watermark == 5
-            assert await fetched_values(client) == [b"%010d" % n for n in range(5)]
-    run(scenario())
+def test_retried_batch_gets_its_original_offsets_and_is_not_appended_twice(run_on_node):
+    async def scenario(node):
+        client = node.connect()
+        await new_topic(client)
+        pid = await producer_id(client)
+        first = values_batch(3, producer_id=pid, producer_epoch=0, base_sequence=0)
+        second = values_batch(2, start=3, producer_id=pid, producer_epoch=0, base_sequence=3)
+        assert answer(await client.call(entities.produce("t", 0, first))).base_offset == 0
+        assert answer(await client.call(entities.produce("t", 0, second))).base_offset == 3
+        for batch, offset in ((first, 0), (second, 3), (first, 0)):
+            retry = answer(await node.connect().call(entities.produce("t", 0, batch)))
+            assert (retry.error_code, retry.base_offset) == (ErrorCode.none, offset)
+        assert node.broker.partition("t", 0).high_watermark == 5
+        assert await fetched_values(client) == [b"%010d" % n for n in range(5)]
+    run_on_node(scenario)
 
 
-def test_older_producer_epoch_is_fenced(tmp_path):
-    async def scenario():
-        async with open_node(tmp_path) as node:
-            client = node.connect()
-            await new_topic(client)
-            pid = await producer_id(client)
-            current = answer(await client.call(entities.produce("t", 0, kio_batch(
-                [b"new"], producer_id=pid, producer_epoch=1, base_sequence=0))))
-            zombie = answer(await client.call(entities.produce("t", 0, kio_batch(
-                [b"old"], producer_id=pid, producer_epoch=0, base_sequence=1))))
-            assert current.error_code == ErrorCode.none
-            assert zombie.error_code == ErrorCode.invalid_producer_epoch
-            assert await fetched_values(client) == [b"new"]
-    run(scenario())
+def test_older_producer_epoch_is_fenced(run_on_node):
+    async def scenario(node):
+        client = node.connect()
+        await new_topic(client)
+        pid = await producer_id(client)
+        current = answer(await client.call(entities.produce("t", 0, kio_batch(
+            [b"new"], producer_id=pid, producer_epoch=1, base_sequence=0))))
+        zombie = answer(await client.call(entities.produce("t", 0, kio_batch(
+            [b"old"], producer_id=pid, producer_epoch=0, base_sequence=1))))
+        assert current.error_code == ErrorCode.none
+        assert zombie.error_code == ErrorCode.invalid_producer_epoch
+        assert await fetched_values(client) == [b"new"]
+    run_on_node(scenario)
 
 
-def test_producer_dedup_survives_a_restart_on_the_same_data_dir(tmp_path):
+def test_producer_dedup_survives_a_restart_on_the_same_data_dir(run_on_node):
     # Node 1's producer ids start at 1 << 40: the node id in the high bits
     # keeps brokers' ids apart.
     pid = 1 << 40
     first = values_batch(3, base_sequence=0, producer_epoch=0, producer_id=pid)
     second = values_batch(2, start=3, base_sequence=3, producer_epoch=0, producer_id=pid)
 
-    async def before():
-        async with open_node(tmp_path) as node:
-            client = node.connect()
-            await new_topic(client)
-            assert await producer_id(client) == pid
-            assert answer(await client.call(entities.produce("t", 0, first))).base_offset == 0
-            assert answer(await client.call(entities.produce("t", 0, second))).base_offset == 3
+    async def before(node):
+        client = node.connect()
+        await new_topic(client)
+        assert await producer_id(client) == pid
+        assert answer(await client.call(entities.produce("t", 0, first))).base_offset == 0
+        assert answer(await client.call(entities.produce("t", 0, second))).base_offset == 3
 
-    async def after():
-        async with open_node(tmp_path) as node:
-            client = node.connect()
-            # The producer state was rebuilt from the log: a retry is recognised...
-            for batch, offset in ((second, 3), (first, 0)):
-                retry = answer(await client.call(entities.produce("t", 0, batch)))
-                assert (retry.error_code, retry.base_offset) == (ErrorCode.none, offset)
-            # ...a gap is still a gap, and the sequence goes on where it was.
-            gap = answer(await client.call(entities.produce("t", 0, values_batch(
-                1, start=5, base_sequence=6, producer_epoch=0, producer_id=pid))))
-            assert gap.error_code == ErrorCode.out_of_order_sequence_number
-            following = answer(await client.call(entities.produce("t", 0, values_batch(
-                1, start=5, base_sequence=5, producer_epoch=0, producer_id=pid))))
-            assert (following.error_code, following.base_offset) == (ErrorCode.none, 5)
-            assert await fetched_values(client) == [b"%010d" % n for n in range(6)]
-            # Producer ids are never handed out twice across restarts.
-            assert await producer_id(client) > pid
+    async def after(node):
+        client = node.connect()
+        # The producer state was rebuilt from the log: a retry is recognised...
+        for batch, offset in ((second, 3), (first, 0)):
+            retry = answer(await client.call(entities.produce("t", 0, batch)))
+            assert (retry.error_code, retry.base_offset) == (ErrorCode.none, offset)
+        # ...a gap is still a gap, and the sequence goes on where it was.
+        gap = answer(await client.call(entities.produce("t", 0, values_batch(
+            1, start=5, base_sequence=6, producer_epoch=0, producer_id=pid))))
+        assert gap.error_code == ErrorCode.out_of_order_sequence_number
+        following = answer(await client.call(entities.produce("t", 0, values_batch(
+            1, start=5, base_sequence=5, producer_epoch=0, producer_id=pid))))
+        assert (following.error_code, following.base_offset) == (ErrorCode.none, 5)
+        assert await fetched_values(client) == [b"%010d" % n for n in range(6)]
+        # Producer ids are never handed out twice across restarts.
+        assert await producer_id(client) > pid
 
-    run(before())
-    run(after())
+    run_on_node(before)
+    run_on_node(after)
 
 
-def test_transactional_produce_is_refused(tmp_path):
-    async def scenario():
-        async with open_node(tmp_path) as node:
-            client = node.connect()
-            await new_topic(client)
-            request = entities.produce("t", 0, values_batch(1))
-            request = type(request)(transactional_id="tx", acks=request.acks,
-                                    timeout=request.timeout, topic_data=request.topic_data)
-            response = answer(await client.call(request))
-            assert response.error_code == ErrorCode.transactional_id_authorization_failed
-            assert node.broker.partition("t", 0).high_watermark == 0
-    run(scenario())
+def test_transactional_produce_is_refused(run_on_node):
+    async def scenario(node):
+        client = node.connect()
+        await new_topic(client)
+        request = entities.produce("t", 0, values_batch(1))
+        request = type(request)(transactional_id="tx", acks=request.acks,
+                                timeout=request.timeout, topic_data=request.topic_data)
+        response = answer(await client.call(request))
+        assert response.error_code == ErrorCode.transactional_id_authorization_failed
+        assert node.broker.partition("t", 0).high_watermark == 0
+    run_on_node(scenario)

@@ -11,9 +11,6 @@ import subprocess
 import threading
 import time
 
-import pytest
-
-
 from cluster.broker_process import free_port
 from history_analysis.history import HistoryWriter
 from history_analysis.history.reader import HistoryReader
