@@ -2,7 +2,7 @@
 exactly the anomalies injected into it.
 
     python benchmarks/checker_scale.py --events 10000000 --anomalies 3 --seed 1 \\
-        [--jsonl] [--out DIR] [--reuse] [--spark-conf KEY=VALUE ...]
+        [--jsonl] [--out DIR] [--reuse] [--spark-conf KEY=VALUE ...] [--workers N]
 
 Spark generates a correct base run of about N history events (lines of
 history.jsonl; each adds about one row to `sends` + `reads` together with
@@ -25,6 +25,7 @@ OUT also gets test.json, results.json and benchmark.json (the figures).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -42,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import duckdb_checks, spark_profile  # noqa: E402
 from benchmarks import synthetic_files  # noqa: E402
 from benchmarks import synthetic_history as sh  # noqa: E402
+from benchmarks.spark_standalone import StandaloneCluster  # noqa: E402
 from benchmarks.injections import injected_ops, injection_steps  # noqa: E402
 from checkers.history import History  # noqa: E402
 from checkers.result import ANOMALY_TYPES, MAX_EXAMPLES, CheckOptions  # noqa: E402
@@ -205,14 +207,34 @@ def main() -> int:
     parser.add_argument("--spark-conf", action="extend", nargs="+", default=[],
                         metavar="KEY=VALUE",
                         help="a Spark setting (repeatable); default spark.driver.memory=8g")
+    parser.add_argument("--workers", type=int, default=0, metavar="N",
+                        help="run on a Spark standalone cluster of N workers started here "
+                             "(benchmarks/spark_standalone.py), the cores shared among them; "
+                             "default 0: local[*]")
+    parser.add_argument("--worker-memory", default="6g",
+                        help="--workers: each worker's memory, its executor's heap")
     args = parser.parse_args()
-    if args.events < 1 or args.anomalies < 0:
-        parser.error("--events must be positive and --anomalies not negative")
+    if args.events < 1 or args.anomalies < 0 or args.workers < 0:
+        parser.error("--events must be positive, --anomalies and --workers not negative")
     out = args.out or Path(f"store/checker-scale-N{args.events}-K{args.anomalies}-S{args.seed}")
+    with contextlib.ExitStack() as stack:
+        master = None
+        if args.workers:
+            cluster = stack.enter_context(StandaloneCluster(
+                out / ".cluster", workers=args.workers,
+                cores=max(1, (os.cpu_count() or 1) // args.workers), memory=args.worker_memory))
+            master = cluster.url
+            print(f"Spark standalone cluster at {master}: {args.workers} workers of "
+                  f"{cluster.cores} core(s) and {args.worker_memory}", flush=True)
+        return run(args, out, master)
+
+
+def run(args, out: Path, master: str | None) -> int:
     events_log = out / ".spark-events"
     conf = {"spark.driver.memory": "8g", **spark_profile.settings(events_log),
+            **({"spark.executor.memory": args.worker_memory} if master else {}),
             **parse_conf(args.spark_conf)}
-    spark = spark_session(conf=conf, scratch_dir=out / ".spark")
+    spark = spark_session(master=master, conf=conf, scratch_dir=out / ".spark")
     pids = {"python": os.getpid(), "jvm": jvm_pid()}
 
     if args.reuse and reusable(out, args.events, args.anomalies, args.seed, args.jsonl):
@@ -229,6 +251,7 @@ def main() -> int:
               f"{time.perf_counter() - start:.1f} s", flush=True)
 
     figures = {"events": events, "anomalies": args.anomalies, "seed": args.seed,
+               "spark_master": spark.sparkContext.master, "workers": args.workers,
                "spark_driver_memory": spark.conf.get("spark.driver.memory"),
                "jvm_max_heap_mib": round(spark.sparkContext._jvm.java.lang.Runtime.getRuntime()
                                          .maxMemory() / 2**20)}

@@ -1,0 +1,56 @@
+"""`kchaos check --spark-master` on a real Spark standalone cluster: a
+master and two workers, Spark's own classes started with the `spark-class`
+PySpark ships (benchmarks/spark_standalone.py), each a JVM of its own. The
+held history (examples/queue-sample) and a generated one with every
+anomaly type injected are judged there exactly as `local[*]` judges them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from types import SimpleNamespace
+
+import pytest
+
+from benchmarks import checker_scale
+from benchmarks.spark_standalone import StandaloneCluster
+from tests.cli.test_cli import copy_example
+from tests.cli_support import kchaos, kchaos_here
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def test_a_standalone_cluster_judges_as_local_does(spark, tmp_path):
+    held = copy_example(tmp_path)
+    generated = tmp_path / "generated"
+    checker_scale.generate(spark, generated, events=20_000, cases=1, seed=7, jsonl=True)
+    runs = [held, generated]
+    local = []
+    for run in runs:          # the same inputs, not yet ingested, for local[*]
+        local.append(tmp_path / "local" / run.name)
+        shutil.copytree(run, local[-1])
+
+    on_local = kchaos_here("check", *map(str, local))
+    with StandaloneCluster(tmp_path / "cluster", workers=2, cores=1, memory="1g") as cluster:
+        on_cluster = kchaos("check", "--spark-master", cluster.url, *map(str, runs),
+                            timeout=600)
+        # The work ran in executors on both workers, not in the driver.
+        apps = [list((tmp_path / "cluster" / f"worker-{i}").glob("app-*/*/stderr"))
+                for i in (1, 2)]
+
+    assert on_cluster.returncode == on_local.returncode == 1, on_cluster.stderr
+    assert all(apps), apps
+    for run, twin in zip(runs, local):
+        assert _judged(run) == _judged(twin)
+    assert json.loads((held / "results.json").read_text())["valid"] is True
+    found = SimpleNamespace(**json.loads((generated / "results.json").read_text()))
+    table, extra = checker_scale.compare(found, cases=1)
+    assert [r for r in table if not r["expected"] == r["found"] == r["on_own_partitions"]] == []
+    assert extra == []
+
+
+def _judged(run) -> dict:
+    """results.json less how long each checker family took."""
+    results = json.loads((run / "results.json").read_text())
+    assert results["stats"].pop("seconds_by_family")
+    return results
