@@ -57,6 +57,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/check_latency.py
 	$(BIN)/python benchmarks/checker_scale.py --events 1000000 --anomalies 3 --seed 1 --jsonl
 	$(BIN)/python benchmarks/ingest_stages.py store/checker-scale-N1000000-K3-S1
+	$(BIN)/python benchmarks/check_on_cluster.py --events 1000000 --workers 2
 
 # Apache Kafka's jars (--db kafka), the releases the tests run, from Maven
 # Central once into ~/.cache/kchaos/kafka/<version>/lib (cluster/kafka/dist.py);

@@ -1,7 +1,7 @@
 """How fast `kchaos serve` lists a store of many runs (issue target: 1,000
 runs in under a second).
 
-    python benchmarks/serve_listing.py [--runs 1000] [--examples 32] [--repeat 5] [--write-docs]
+    python benchmarks/serve_listing.py [--runs 1000] [--examples N] [--repeat 5] [--write-docs]
 
 Builds a temporary store of RUNS run directories, each with a test.json
 like `kchaos run` writes (a config and an outcome with faults) and a
@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from checkers.result import MAX_EXAMPLES
 from kchaos.serve import serve_in_thread
 
 from figures import machine, write_block
@@ -71,7 +72,8 @@ def get(url_host: str, port: int) -> tuple[float, int]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000)
-    parser.add_argument("--examples", type=int, default=32)
+    parser.add_argument("--examples", type=int, default=MAX_EXAMPLES,
+                        help="cases per anomaly type in each run's results.json")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--write-docs", action="store_true",
                         help="also write the figures into docs/performance.md")
