@@ -6,7 +6,7 @@ every per-partition family over it, and one collection of the results.
                 (Partition + every family's numpy `findings`, per partition)
     findings ─► values grouped across partitions ─► cross-partition cases
     findings + cross-partition cases ─► counts, ranked examples, statistics,
-                errors: collected in one job (`Collected`)
+                errors: collected in one job (checkers/collected.py)
 
 A family's error is caught per partition and reported as that family's, so
 one family's failure never takes the others down.
@@ -14,8 +14,7 @@ one family's failure never takes the others down.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -27,11 +26,21 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from checkers import (
     duplicates, group_offsets, lost, poll_order, send_order, stats, version_order,
 )
-from checkers.findings import CASE_FIELDS, CASES, MERGE_MAX, OUTPUT, Findings
+from checkers.collected import Collected, Family
+from checkers.findings import OUTPUT, Findings
 from checkers.history import History
-from checkers.partition import COLOCATED, SOURCES, Context, Partition
+from checkers.partition import ASSIGNMENTS, COLOCATED, SOURCES, Context, Partition
 
-PER_PARTITION = (version_order, duplicates, lost, send_order, poll_order, group_offsets, stats)
+
+class PerPartition(Family, Protocol):
+    """A family that looks at each partition's rows: its `findings` run on
+    every partition, in the co-located pass."""
+
+    def findings(self, part: Partition, out: Findings) -> None: ...
+
+
+PER_PARTITION: tuple[PerPartition, ...] = (
+    version_order, duplicates, lost, send_order, poll_order, group_offsets, stats)
 
 OUTPUT_SPARK = from_arrow_schema(OUTPUT)
 BUCKETS_PER_SHUFFLE_PARTITION = 4
@@ -89,15 +98,15 @@ def colocated_rows(history: History) -> DataFrame:
     with the union of their columns (a column a table lacks reads as null),
     the source told by each file's directory."""
     spark_schema = from_arrow_schema(pa.schema([f for f in COLOCATED if f.name != "source"]))
-    paths = [(history.tables_dir / name).as_uri() for name in SOURCES]
-    table = F.element_at(F.split(F.col("_metadata.file_path"), "/"), -2)
+    paths = [(history.tables_dir / table.name).as_uri() for table in SOURCES]
+    directory = F.element_at(F.split(F.col("_metadata.file_path"), "/"), -2)
     source = F.lit(None).cast("byte")
-    for code, name in reversed(list(enumerate(SOURCES))):
-        source = F.when(table == name, F.lit(code).cast("byte")).otherwise(source)
+    for code, table in reversed(list(enumerate(SOURCES))):
+        source = F.when(directory == table.name, F.lit(code).cast("byte")).otherwise(source)
     rows = history.spark.read.schema(spark_schema).parquet(*paths) \
         .select(source.alias("source"), *(f.name for f in COLOCATED if f.name != "source"))
     # Subscriptions name topics, not partitions: they come through the context.
-    return rows.where((F.col("source") != SOURCES.index("assignments"))
+    return rows.where((F.col("source") != ASSIGNMENTS)
                       | F.col("partition").isNotNull())
 
 
@@ -157,26 +166,11 @@ def cross_partition_cases(history: History, suspects: pa.Table, max_examples: in
 
 # -- collecting -----------------------------------------------------------------------
 
-@dataclass
-class Collected:
-    counts: dict[str, int] = field(default_factory=dict)
-    examples: dict[str, list[dict]] = field(default_factory=dict)
-    stats: dict[str, dict[str, dict[int, int]]] = field(default_factory=dict)
-    errors: dict[str, str] = field(default_factory=dict)
-
-    def plain(self, type_: str) -> list[dict]:
-        """The examples of a type that is not an anomaly (an undecided
-        case), as an `unknown` entry lists them: without the `type` key."""
-        return [{k: v for k, v in case.items() if k != "type"}
-                for case in self.examples.get(type_, [])]
-
-
-def collected(history: History, max_examples: int) -> Collected:
+def collect(history: History, max_examples: int) -> Collected:
     """Counts and examples of every case type, statistics and errors: one
     job brings every partition's findings but the value summaries, and the
     suspect values, to the driver; a second runs only if there are
-    suspects. Examples are chosen in a fixed order (their JSON text), so the
-    same history always shows the same examples."""
+    suspects. Built once per history, for every family."""
     def build() -> Collected:
         gathered = _gathered(findings(history, max_examples)).toArrow()
         whole = pc.is_null(gathered["value"])
@@ -187,52 +181,5 @@ def collected(history: History, max_examples: int) -> Collected:
         if suspects.num_rows:
             rows = pa.concat_tables([rows.cast(OUTPUT), cross_partition_cases(
                 history, suspects, max_examples).cast(OUTPUT)])
-        return _gather(rows, max_examples)
+        return Collected.of(rows, max_examples)
     return history.memo(("collected", max_examples), build)
-
-
-def _gather(rows: pa.Table, max_examples: int) -> Collected:
-    result = Collected()
-    stats = rows.filter(pc.equal(rows["type"], "stat")).group_by(["family", "stat", "key"]) \
-        .aggregate([("amount", "sum"), ("amount", "max")])
-    for row in stats.to_pylist():
-        amount = row["amount_max"] if row["stat"] in MERGE_MAX else row["amount_sum"]
-        result.stats.setdefault(row["family"], {}).setdefault(row["stat"], {})[row["key"]] = \
-            amount
-    result.counts = {type_: counts[0] for type_, counts in result.stats.pop(CASES, {}).items()
-                     if counts.get(0)}
-    cases = rows.filter(pc.is_in(rows["type"], pa.array(list(CASE_FIELDS))))
-    texts: dict[str, list[tuple[str, dict]]] = {}
-    for row in cases.to_pylist():      # at most max_examples per type and partition
-        case = {name: row[name] for name in CASE_FIELDS[row["type"]]}
-        texts.setdefault(row["type"], []).append((json.dumps(case), case))
-    if max_examples:
-        result.examples = {type_: [{"type": type_, **case}
-                                   for _, case in sorted(found, key=lambda t: t[0])
-                                   [:max_examples]]
-                           for type_, found in texts.items()}
-    for row in rows.filter(pc.equal(rows["type"], "error")).to_pylist():
-        result.errors.setdefault(row["family"], row["error"])
-    return result
-
-
-class FamilyError(RuntimeError):
-    """A family's check raised on some partition."""
-
-
-def family_result(history: History, max_examples: int, family: str, types: tuple[str, ...],
-                  totals: tuple[str, ...] = ()):
-    """A family's share of the collected results: its counts and examples,
-    and as `stats[family]` the `totals` it summed over the partitions;
-    raises FamilyError if it failed on any partition."""
-    from checkers.result import CheckResult
-    found = collected(history, max_examples)
-    if family in found.errors:
-        raise FamilyError(found.errors[family])
-    result = CheckResult()
-    for type_ in types:
-        result.add(type_, found.counts.get(type_, 0), found.examples.get(type_, []))
-    if totals:
-        stats = found.stats.get(family, {})
-        result.stats[family] = {name: stats.get(name, {}).get(0, 0) for name in totals}
-    return result, found

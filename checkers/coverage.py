@@ -23,10 +23,11 @@ test.json.
 
 from __future__ import annotations
 
+from checkers.collected import Collected
 from checkers.duplicates import FAMILY as DUPLICATES
 from checkers.findings import FINAL_READS_SHORT
-from checkers.history import History
-from checkers.result import CheckOptions, CheckResult
+from checkers.result import CheckResult
+from checkers.summary import Summary
 from history_analysis.history.schema import CLIENT_FS
 
 FAMILY = "coverage"
@@ -34,10 +35,9 @@ TYPES = ()
 NOT_ISSUED_OK = frozenset({"crash"})   # completes `info` by definition
 
 
-def check(spark, history: History, options: CheckOptions) -> CheckResult:
-    from checkers.colocated import collected
+def check(found: Collected, summary: Summary) -> CheckResult:
     result = CheckResult()
-    ops = history.summary().operations
+    ops = summary.operations
     issued: dict[str, dict[str, int]] = {}
     for (f, type_), (count, _, _) in ops.items():
         if f in CLIENT_FS and f not in NOT_ISSUED_OK:
@@ -51,7 +51,6 @@ def check(spark, history: History, options: CheckOptions) -> CheckResult:
                       f"would show was not tested: {listed}",
             "operations": never_ok}
 
-    found = collected(history, options.max_examples)
     tested = found.stats.get(DUPLICATES, {})
     acknowledged = sum(tested.get("acknowledged", {}).values())
     read_back = sum(tested.get("acknowledged_read", {}).values())
@@ -76,7 +75,7 @@ def check(spark, history: History, options: CheckOptions) -> CheckResult:
                       "read was not checked",
             "count": short, "partitions": partitions}
 
-    by_type = history.summary().faults
+    by_type = summary.faults
     if by_type and not by_type.get("info"):
         result.unknown["no-fault-applied"] = {
             "summary": f"no fault applied ({sum(by_type.values())} asked, all failed)",

@@ -20,9 +20,12 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from checkers.collected import Collected, family_result
 from checkers.findings import Findings, nullable
 from checkers.grouping import NONE, group_ids, lists, order, rank, starts
 from checkers.partition import FAIL, OK, Partition
+from checkers.result import CheckResult
+from checkers.summary import Summary
 
 FAMILY = "duplicates"
 TYPES = ("duplicate", "inconsistent-offsets", "garbage-read", "aborted-read")
@@ -228,7 +231,6 @@ SUSPECT_OBSERVATIONS = pa.schema([
 ])
 
 
-def check(spark, history, options):
-    from checkers.colocated import family_result
-    return family_result(history, options.max_examples, FAMILY, TYPES,
-                         totals=("reads_checked", "undecodable_reads", "records"))[0]
+def check(found: Collected, summary: Summary) -> CheckResult:
+    return family_result(found, FAMILY, TYPES,
+                         totals=("reads_checked", "undecodable_reads", "records"))

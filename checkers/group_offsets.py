@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from checkers.collected import Collected, family_result
 from checkers.findings import STALE_UNDECIDED, Findings, nullable, pairs
 from checkers.grouping import (
     NONE, following, joint_keys, latest, lists, min_by_key, order, reduce, starts, take,
@@ -75,6 +76,8 @@ from checkers.grouping import (
 from checkers.partition import (
     ASSIGNED, FAIL, INFO, LOST, OK, READS, RESET, REVOKED, SUBSCRIBE, Columns, Partition,
 )
+from checkers.result import CheckResult
+from checkers.summary import Summary
 
 FAMILY = "group-offsets"
 STALE = "stale-committed-offset"
@@ -381,9 +384,8 @@ def _max_before(at: np.ndarray, values: np.ndarray, before: np.ndarray) -> np.nd
     return np.where(upto >= 0, best[np.maximum(upto, 0)], NONE)
 
 
-def check(spark, history, options):
-    from checkers.colocated import family_result
-    result, found = family_result(history, options.max_examples, FAMILY, TYPES)
+def check(found: Collected, summary: Summary) -> CheckResult:
+    result = family_result(found, FAMILY, TYPES)
     undecided = found.counts.get(STALE_UNDECIDED, 0)
     if undecided:
         result.unknown[STALE] = {

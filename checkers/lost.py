@@ -62,11 +62,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from checkers.collected import Collected, family_result
 from checkers.findings import (
     FINAL_READS_SHORT, UNDECIDED, UNDECIDED_PARTITION, Findings, nullable, pairs, singles,
 )
 from checkers.grouping import NONE, order, reduce, starts
 from checkers.partition import OK, TYPES as COMPLETIONS, Partition
+from checkers.result import CheckResult
+from checkers.summary import SERIES_BUCKETS, Summary
 
 FAMILY = "lost"
 TYPES = ("lost-write", "unseen", "stale-end")
@@ -204,10 +207,8 @@ def _series(part: Partition, out: Findings) -> None:
         out.stats(FAMILY, "series", buckets, np.bincount(at, weights=deltas).astype(np.int64))
 
 
-def check(spark, history, options):
-    from checkers.colocated import family_result
-    from checkers.summary import SERIES_BUCKETS
-    result, found = family_result(history, options.max_examples, FAMILY, TYPES)
+def check(found: Collected, summary: Summary) -> CheckResult:
+    result = family_result(found, FAMILY, TYPES)
     undecided = found.counts.get(UNDECIDED, 0)
     if undecided:
         partitions = sorted(found.plain(UNDECIDED_PARTITION),
@@ -217,7 +218,7 @@ def check(spark, history, options):
             "examples": found.plain(UNDECIDED)}
     deltas = found.stats.get(FAMILY, {}).get("series", {})
     series = []
-    span = history.summary().series()
+    span = summary.series()
     if deltas and span:
         start, end, width = span
         count = 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -23,24 +24,27 @@ import pyarrow.compute as pc
 
 from checkers.grouping import NONE, lookup, order, reduce, starts
 from checkers.result import MAX_EXAMPLES
+from history_analysis import tables
+from history_analysis.history.schema import EVENT_TYPES
+from history_analysis.tables import ASSIGNMENT_KINDS
 
-OK, INFO, FAIL = 0, 1, 2
-TYPES = ("ok", "info", "fail")
-KINDS = ("assign", "subscribe", "assigned", "revoked", "lost", "reset")
-ASSIGN, SUBSCRIBE, ASSIGNED, REVOKED, LOST, RESET = range(len(KINDS))
+# `type` and `kind` become codes: their positions in the names the tables
+# hold (a row's `type` is its operation's completion, never `invoke`).
+TYPES, KINDS = EVENT_TYPES, ASSIGNMENT_KINDS
+OK, INFO, FAIL = (TYPES.index(type_) for type_ in ("ok", "info", "fail"))
+SUBSCRIBE, ASSIGNED, REVOKED, LOST, RESET = (
+    KINDS.index(kind) for kind in ("subscribe", "assigned", "revoked", "lost", "reset"))
 
-# Which table a co-located row came from.
-SENDS, READS, COMMITS, COMMITTED, END_OFFSETS, ASSIGNMENTS = range(6)
-SOURCES = ("sends", "reads", "commits", "committed", "end_offsets", "assignments")
+# The tables a partition's rows come from; a row's `source` is its table's
+# position here.
+SOURCES = (tables.SENDS, tables.READS, tables.COMMITS, tables.COMMITTED, tables.END_OFFSETS,
+           tables.ASSIGNMENTS)
+SENDS, READS, COMMITS, COMMITTED, END_OFFSETS, ASSIGNMENTS = range(len(SOURCES))
 
-COLOCATED = pa.schema([
-    ("source", pa.int8()), ("topic", pa.string()), ("partition", pa.int32()),
-    ("op_index", pa.int64()), ("invoke_index", pa.int64()), ("invoke_time", pa.int64()),
-    ("time", pa.int64()), ("process", pa.int64()), ("type", pa.string()),
-    ("phase", pa.string()), ("pos", pa.int32()), ("group", pa.string()),
-    ("kind", pa.string()), ("offset", pa.int64()), ("value", pa.int64()),
-    ("raw", pa.string()), ("epoch", pa.int32()),
-])
+# A co-located row: its source, and the columns of every source (null where
+# its own table has none).
+COLOCATED = pa.schema([("source", pa.int8()),
+                       *pa.unify_schemas([table.schema for table in SOURCES])])
 
 
 @dataclass(frozen=True)
@@ -61,61 +65,66 @@ def _ints(column, null: int = NONE) -> np.ndarray:
     return np.asarray(pc.fill_null(column, null), dtype=np.int64)
 
 
-def _codes(column, names) -> np.ndarray:
+def _codes(column, names: pa.Array) -> np.ndarray:
     return np.asarray(pc.fill_null(pc.index_in(column, names), NONE), dtype=np.int64)
 
 
 _TYPES, _KINDS = pa.array(TYPES), pa.array(KINDS)
 
-# How each column of a source's rows becomes numpy (groups: the names codes index).
-_CONVERT = {
-    "op": lambda rows, groups: _ints(rows["op_index"]),
-    "invoke": lambda rows, groups: _ints(rows["invoke_index"]),
-    "invoke_time": lambda rows, groups: _ints(rows["invoke_time"]),
-    "time": lambda rows, groups: _ints(rows["time"]),
-    "process": lambda rows, groups: _ints(rows["process"]),
-    "type": lambda rows, groups: _codes(rows["type"], _TYPES),
-    "final": lambda rows, groups: np.asarray(pc.fill_null(pc.equal(rows["phase"], "final"),
-                                                         False)),
-    "pos": lambda rows, groups: _ints(rows["pos"]),
-    "group": lambda rows, groups: _codes(rows["group"], groups),
-    "kind": lambda rows, groups: _codes(rows["kind"], _KINDS),
-    "offset": lambda rows, groups: _ints(rows["offset"]),
-    "value": lambda rows, groups: np.asarray(pc.fill_null(rows["value"], 0), dtype=np.int64),
-    "has_value": lambda rows, groups: np.asarray(rows["value"].is_valid()),
-    "epoch": lambda rows, groups: _ints(rows["epoch"]),
-}
+
+class _Column:
+    """A column of `Columns` as numpy, converted from the Arrow rows (and
+    the group names that `group` codes index) when first asked for, once
+    for every subset of one partition's rows."""
+
+    def __init__(self, convert: Callable[[pa.Table, pa.Array], np.ndarray]):
+        self.convert = convert
+
+    def __get__(self, columns: Columns, owner: type) -> np.ndarray:
+        return columns.numpy(self)
 
 
 class Columns:
-    """Rows of one source table. A column becomes numpy when first asked
-    for (`op`, `invoke`, `invoke_time`, `time`, `process`, `type`, `final`,
-    `pos`, `group` — a code into Partition.groups —, `kind`, `offset`,
-    `value`, `has_value`, `epoch`; `raw` stays Arrow); `where` selects rows without
-    converting anything."""
+    """Rows of one source table, a numpy column each (`raw` stays Arrow);
+    `where` selects rows without converting anything."""
+
+    op = _Column(lambda rows, groups: _ints(rows["op_index"]))
+    invoke = _Column(lambda rows, groups: _ints(rows["invoke_index"]))
+    invoke_time = _Column(lambda rows, groups: _ints(rows["invoke_time"]))
+    time = _Column(lambda rows, groups: _ints(rows["time"]))
+    process = _Column(lambda rows, groups: _ints(rows["process"]))
+    type = _Column(lambda rows, groups: _codes(rows["type"], _TYPES))
+    final = _Column(lambda rows, groups: np.asarray(pc.fill_null(
+        pc.equal(rows["phase"], "final"), False)))
+    pos = _Column(lambda rows, groups: _ints(rows["pos"]))
+    group = _Column(lambda rows, groups: _codes(rows["group"], groups))  # into Partition.groups
+    kind = _Column(lambda rows, groups: _codes(rows["kind"], _KINDS))
+    offset = _Column(lambda rows, groups: _ints(rows["offset"]))
+    value = _Column(lambda rows, groups: np.asarray(pc.fill_null(rows["value"], 0),
+                                                   dtype=np.int64))
+    has_value = _Column(lambda rows, groups: np.asarray(rows["value"].is_valid()))
+    epoch = _Column(lambda rows, groups: _ints(rows["epoch"]))
 
     def __init__(self, rows: pa.Table, groups: pa.Array, index: np.ndarray | None = None,
-                 converted: dict | None = None):
+                 converted: dict[_Column, np.ndarray] | None = None):
         self._rows, self._groups, self._index = rows, groups, index
         self._converted = {} if converted is None else converted   # shared with subsets
 
     def __len__(self) -> int:
         return self._rows.num_rows if self._index is None else len(self._index)
 
-    def __getattr__(self, name: str) -> np.ndarray:
-        if name not in _CONVERT:
-            raise AttributeError(name)
-        if name not in self._converted:
-            self._converted[name] = _CONVERT[name](self._rows, self._groups)
-        column = self._converted[name]
-        return column if self._index is None else column[self._index]
+    def numpy(self, column: _Column) -> np.ndarray:
+        if column not in self._converted:
+            self._converted[column] = column.convert(self._rows, self._groups)
+        values = self._converted[column]
+        return values if self._index is None else values[self._index]
 
     @property
     def raw(self) -> pa.Array:
         raw = self._rows["raw"]
         return (raw if self._index is None else raw.take(pa.array(self._index))).combine_chunks()
 
-    def where(self, mask: np.ndarray) -> "Columns":
+    def where(self, mask: np.ndarray) -> Columns:
         rows = np.flatnonzero(mask)
         return Columns(self._rows, self._groups,
                        rows if self._index is None else self._index[rows], self._converted)
@@ -136,7 +145,7 @@ class Partition:
         source = np.asarray(rows["source"])
         by = np.argsort(source, kind="stable")
         bounds = np.searchsorted(source[by], np.arange(len(SOURCES) + 1))
-        converted: dict = {}
+        converted: dict[_Column, np.ndarray] = {}
         self.sends, self.reads, self.commits, self.committed, self.ends, self.assignments = (
             Columns(rows, groups, by[lo:hi], converted) for lo, hi in zip(bounds, bounds[1:]))
 
@@ -154,8 +163,9 @@ class Partition:
         s, r = self.sends, self.reads
         acked = s.where((s.type == OK) & (s.offset != NONE))
         read = r.where(r.has_value)
-        return Observations(*(np.concatenate([getattr(acked, c), getattr(read, c)])
-                              for c in ("offset", "value", "op")))
+        return Observations(offset=np.concatenate([acked.offset, read.offset]),
+                            value=np.concatenate([acked.value, read.value]),
+                            op=np.concatenate([acked.op, read.op]))
 
     @cached_property
     def records(self) -> tuple[np.ndarray, np.ndarray]:

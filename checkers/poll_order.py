@@ -29,10 +29,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from checkers.collected import Collected, family_result
 from checkers.findings import Findings
 from checkers.grouping import NONE, latest, order, starts, take
 from checkers.partition import Partition
+from checkers.result import CheckResult
 from checkers.send_order import report_pairs
+from checkers.summary import Summary
 
 FAMILY = "poll-order"
 TYPES = ("nonmonotonic-poll", "poll-skip", "int-nonmonotonic-poll", "int-poll-skip")
@@ -74,6 +77,5 @@ def findings(part: Partition, out: Findings) -> None:
                  ("nonmonotonic-poll", "int-nonmonotonic-poll", "poll-skip", "int-poll-skip"))
 
 
-def check(spark, history, options):
-    from checkers.colocated import family_result
-    return family_result(history, options.max_examples, FAMILY, TYPES)[0]
+def check(found: Collected, summary: Summary) -> CheckResult:
+    return family_result(found, FAMILY, TYPES)

@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from checkers.collected import Collected, family_result
 from checkers.findings import Findings, pairs, singles
 from checkers.grouping import NONE, order, previous, starts
 from checkers.partition import FAIL, Partition
+from checkers.result import CheckResult
+from checkers.summary import Summary
 
 FAMILY = "send-order"
 TYPES = ("nonmonotonic-send", "int-nonmonotonic-send", "int-send-skip")
@@ -82,6 +85,5 @@ def findings(part: Partition, out: Findings) -> None:
                  ("nonmonotonic-send", "int-nonmonotonic-send", None, "int-send-skip"))
 
 
-def check(spark, history, options):
-    from checkers.colocated import family_result
-    return family_result(history, options.max_examples, FAMILY, TYPES)[0]
+def check(found: Collected, summary: Summary) -> CheckResult:
+    return family_result(found, FAMILY, TYPES)

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from checkers.collected import Collected, family_result
 from checkers.findings import Findings
 from checkers.grouping import NONE, order, starts
 from checkers.partition import OK, Partition
+from checkers.result import CheckResult
+from checkers.summary import Summary
 
 FAMILY = "stats"
 TYPES = ()
@@ -61,10 +64,9 @@ def by_f(ops_counts: dict[tuple[str, str], int]) -> dict[str, dict[str, int]]:
 
 
 
-def check(spark, history, options):
-    from checkers.colocated import family_result
-    result, found = family_result(history, options.max_examples, FAMILY, TYPES)
-    counts = {key: count for key, (count, _, _) in history.summary().operations.items()}
+def check(found: Collected, summary: Summary) -> CheckResult:
+    result = family_result(found, FAMILY, TYPES)
+    counts = {key: count for key, (count, _, _) in summary.operations.items()}
     result.stats["ops"] = by_f(counts)
     result.stats["realtime_lag"] = percentiles(found.stats.get(FAMILY, {}).get("lag", {}))
     return result

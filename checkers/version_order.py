@@ -12,8 +12,11 @@ order, which the other families build on (checkers/partition.py).
 
 from __future__ import annotations
 
+from checkers.collected import Collected, family_result
 from checkers.findings import Findings
 from checkers.partition import Partition
+from checkers.result import CheckResult
+from checkers.summary import Summary
 
 FAMILY = "version-order"
 TYPES = ()
@@ -26,7 +29,6 @@ def findings(part: Partition, out: Findings) -> None:
     out.stat(FAMILY, "longest_partition", offsets)
 
 
-def check(spark, history, options):
-    from checkers.colocated import family_result
-    return family_result(history, options.max_examples, FAMILY, TYPES,
-                         totals=("partitions", "offsets_with_values", "longest_partition"))[0]
+def check(found: Collected, summary: Summary) -> CheckResult:
+    return family_result(found, FAMILY, TYPES,
+                         totals=("partitions", "offsets_with_values", "longest_partition"))

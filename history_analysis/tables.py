@@ -24,8 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from history_analysis.history.schema import (
-    END_AT, EVENT_TYPES, FS, NEMESIS_PROCESS, OFFSET_AT, OFFSET_FOUND, READ, SEND_DONE,
-    TOPIC_PARTITION, VALUE, Shape, codes,
+    END_AT, EVENT_TYPES, FS, NEMESIS_PROCESS, OFFSET_AT, OFFSET_FOUND, READ, REBALANCE_KINDS,
+    SEND_DONE, TOPIC_PARTITION, VALUE, Shape, codes,
 )
 
 OP_COLUMNS = (
@@ -72,7 +72,8 @@ COMMITS = Table("commits", extra=(("group", _text),), item=OFFSET_AT)
 COMMITTED = Table("committed", extra=(("group", _text),), item=OFFSET_FOUND)
 # kind: `assign` and `subscribe` (ok or info: they may have happened;
 # subscribe has one row per topic, partition null), or a rebalance callback
-# a poll reported: `assigned`, `revoked`, `lost`.
+# a poll reported: `assigned`, `revoked`, `lost` (or the client's own `reset`).
+ASSIGNMENT_KINDS = ("assign", "subscribe", *REBALANCE_KINDS)
 ASSIGNMENTS = Table("assignments", extra=(("kind", _text), ("group", _text)),
                     item=TOPIC_PARTITION)
 # The partition ends recorded (ok end-offsets, of either phase): `unseen`

@@ -2,7 +2,7 @@
 
 `Ops` builds events from compact operations; `run_checker` turns them into
 the tables in memory (ingest's own validation and pairing, no JSONL file)
-and runs one checker on them with the shared Spark session. `write_events`
+and runs one family of checks on them with the shared Spark session. `write_events`
 writes them as a history.jsonl, for the tests of what reads files.
 """
 
@@ -14,6 +14,7 @@ import pytest
 
 from checkers.history import History
 from checkers.result import CheckOptions
+from checkers.suite import check_family
 from history_analysis.ingest import tables_from_events
 
 pytestmark = pytest.mark.spark
@@ -112,12 +113,13 @@ def history_of(spark, events) -> History:
 
 @pytest.fixture
 def run_checker(spark):
-    """run_checker(check, ops_or_events, **options) -> CheckResult."""
-    def run(check, ops, **options):
+    """run_checker(family, ops_or_events, **options) -> CheckResult; family:
+    a module of checkers/ (checkers.lost, say)."""
+    def run(family, ops, **options):
         events = ops.events if isinstance(ops, Ops) else ops
         history = history_of(spark, events)
         try:
-            return check(spark, history, CheckOptions(**options))
+            return check_family(history, family, CheckOptions(**options))
         finally:
             history.release()
     return run

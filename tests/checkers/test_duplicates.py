@@ -12,7 +12,7 @@ import itertools
 
 import pytest
 
-from checkers.duplicates import check
+from checkers import duplicates
 from tests.checkers.conftest import Ops
 
 pytestmark = pytest.mark.spark
@@ -69,7 +69,7 @@ def test_anomalies(run_checker):
     i["aborted.send"] = ops.last
     ops.poll(next(proc), ("a", 0, BIG, -50)); i["aborted.poll"] = ops.last
 
-    result = run_checker(check, ops)
+    result = run_checker(duplicates, ops)
 
     assert result.counts == {"duplicate": 3, "inconsistent-offsets": 2,
                              "garbage-read": 2, "aborted-read": 1}
@@ -145,7 +145,7 @@ def test_near_misses(run_checker):
     ops.send(next(proc), "v", 0, 13, offsets=[4])
     ops.poll(next(proc), ("v", 0, 4, 13))
 
-    result = run_checker(check, ops)
+    result = run_checker(duplicates, ops)
 
     assert result.counts == {}
     assert result.anomalies == {}

@@ -12,7 +12,7 @@ import itertools
 
 import pytest
 
-from checkers.group_offsets import check
+from checkers import group_offsets
 from tests.checkers.conftest import Ops
 
 pytestmark = pytest.mark.spark
@@ -113,7 +113,7 @@ def test_stale_committed_offset(run_checker):
     ops.commit(y, G, T, 12, 3)
     ops.committed(x, G, T, 12, 3)
 
-    result = run_checker(check, ops)
+    result = run_checker(group_offsets, ops)
 
     # t/9's zombie commit is also an anomaly of its own; the near-misses
     # t/10 to t/12 are not zombies.
@@ -158,7 +158,7 @@ def test_while_a_broker_may_be_cut_off_stale_answers_are_unknown_and_zombies_not
     for i, event in enumerate(ops.events):
         event["time"] = i * 1_000_000_000
 
-    result = run_checker(check, ops)
+    result = run_checker(group_offsets, ops)
 
     assert result.counts == {"stale-committed-offset": 2}     # no zombie-commit
     assert {c["partition"]: c["evidence"][1] for c in result.anomalies[
@@ -187,7 +187,7 @@ def test_a_zombie_needs_a_new_owner_the_broker_took(run_checker):
     ops.commit(x, G, T, 1, 7); at["x1"] = ops.last
     ops.commit(y, G, T, 1, 8)
 
-    result = run_checker(check, ops)
+    result = run_checker(group_offsets, ops)
 
     assert result.counts == {"zombie-commit": 1}
     assert [(c["partition"], c["evidence"]) for c in result.anomalies["zombie-commit"]] == \
@@ -235,7 +235,7 @@ def test_group_lost(run_checker):
     ops.send(next(proc), T, 5, 600, offsets=[0])
     ops.commit(next(proc), G, T, 5, 1, type="info", error="timeout")
 
-    result = run_checker(check, ops)
+    result = run_checker(group_offsets, ops)
 
     assert result.counts == {"group-lost": 4}
     expected = {0: (102, 2, 3, "s0", "c0"), 1: (201, 1, 2, "s1", "c1"),
@@ -317,7 +317,7 @@ def test_resume_skip_and_rewind(run_checker):
     ops.commit(next(proc), G, "u", 1, 0)
     ops.poll(next(proc), rebalances=[rebalance("assigned", ("u", 1))])
 
-    result = run_checker(check, ops)
+    result = run_checker(group_offsets, ops)
 
     assert result.counts == {"resume-skip": 2, "resume-rewind": 1}
     skips = by_partition(result.anomalies["resume-skip"])

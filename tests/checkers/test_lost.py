@@ -10,7 +10,7 @@ import itertools
 
 import pytest
 
-from checkers.lost import check
+from checkers import lost
 from tests.checkers.conftest import Ops
 
 pytestmark = pytest.mark.spark
@@ -76,7 +76,7 @@ def test_lost_write_and_its_near_misses(run_checker):
     h.named("s7", h.send, T, 7, 80, 81, 82, offsets=[BIG, BIG + 5, BIG + 10])
     h.named("r7", h.poll, (T, 7, BIG + 5, 81))
 
-    result = run_checker(check, h)
+    result = run_checker(lost, h)
 
     assert result.counts == {"lost-write": 4}
     at = h.at
@@ -137,7 +137,7 @@ def test_unseen_proven_only_where_the_final_reads_reached_the_end(run_checker):
             (T, 3, 0, 130), (T, 3, 1, 131), (T, 3, 3, 133),
             (T, 4, 0, 141), (T, 4, 2, 142), (T, 5, 0, 151), (T, 5, 2, 152), phase="final")
 
-    result = run_checker(check, h)
+    result = run_checker(lost, h)
 
     at = h.at
     assert result.counts == {"unseen": 4}
@@ -182,7 +182,7 @@ def test_ends_asked_in_the_main_phase_decide_nothing(run_checker):
     h.named("final", h.poll, (T, 0, 4, 304), (T, 1, 0, 310), phase="final")
     h.named("end", h.end_offsets, (T, 0, 5))
 
-    result = run_checker(check, h)
+    result = run_checker(lost, h)
 
     assert result.counts == {}
     assert result.unknown["unseen"]["partitions"] == [
@@ -225,7 +225,7 @@ def test_ends_asked_in_the_main_phase_are_judged_by_epochs(run_checker):
                                for o in range(5 if p < 2 else 2)], phase="final")
     h.named("end", h.end_offsets, *[(T, p, 5 if p < 2 else 2) for p in range(6)])
 
-    result = run_checker(check, h)
+    result = run_checker(lost, h)
 
     assert result.counts == {"stale-end": 1}, result.anomalies
     [case] = result.anomalies["stale-end"]
@@ -239,7 +239,7 @@ def test_no_acknowledged_send_no_finding(run_checker):
     h.named("fail", h.send, T, 0, 2, type="fail")
     h.named("poll", h.poll)
 
-    result = run_checker(check, h)
+    result = run_checker(lost, h)
 
     assert result.counts == {}
     assert result.unknown == {}
@@ -268,7 +268,7 @@ def test_stale_end_and_its_near_misses(run_checker):
     h.named("end", h.end_offsets, (T, 0, 3), (T, 1, 3), (T, 2, 1), (T, 3, 0), (T, 4, 4))
     h.complete(99)
 
-    result = run_checker(check, h)
+    result = run_checker(lost, h)
 
     at = h.at
     assert result.counts.get("stale-end") == 2, result.counts

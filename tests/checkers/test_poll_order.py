@@ -53,7 +53,7 @@ def test_each_poll_order_anomaly(run_checker):
     ops.poll(3, ("t", 3, BIG, 31), ("t", 3, BIG + 2, 33))
     f = ops.last
 
-    result = run_checker(poll_order.check, ops)
+    result = run_checker(poll_order, ops)
 
     assert result.counts == {"nonmonotonic-poll": 1, "poll-skip": 1,
                              "int-nonmonotonic-poll": 1, "int-poll-skip": 1}
@@ -100,7 +100,7 @@ def test_poll_order_near_misses(run_checker):
     ops.subscribe(6, "g", "u")
     ops.poll(6, ("u", 0, 3, 64))
 
-    result = run_checker(poll_order.check, ops)
+    result = run_checker(poll_order, ops)
 
     assert result.counts == {}
     assert result.anomalies == {}
@@ -129,7 +129,7 @@ def test_a_clients_own_reset_breaks_the_chain_and_only_its_own(run_checker):
     ops.poll(2, ("t", 2, 1, 22))
     e = ops.last
 
-    result = run_checker(poll_order.check, ops)
+    result = run_checker(poll_order, ops)
 
     assert result.counts == {"nonmonotonic-poll": 2}
     assert _cases(result, "nonmonotonic-poll") == [(1, 0, (1, 0), (12, 11), (a, c), "t"),

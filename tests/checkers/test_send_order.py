@@ -51,7 +51,7 @@ def test_each_send_order_anomaly(run_checker):
     ops.send(8, "t", 4, 74, offsets=[8])
     h = ops.last
 
-    result = run_checker(send_order.check, ops)
+    result = run_checker(send_order, ops)
 
     assert result.counts == {"nonmonotonic-send": 3, "int-nonmonotonic-send": 1,
                              "int-send-skip": 1}
@@ -99,7 +99,7 @@ def test_send_order_near_misses(run_checker):
     ops.send(6, "t", 6, 52, offsets=[2])
     ops.send(6, "t", 5, 53, 54, offsets=[10, 11])
 
-    result = run_checker(send_order.check, ops)
+    result = run_checker(send_order, ops)
 
     assert result.counts == {}
     assert result.anomalies == {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -48,19 +49,21 @@ def test_merge_caps_examples_and_sums_counts():
 def test_a_throwing_checker_makes_the_verdict_unknown(spark, monkeypatch):
     from tests.checkers.conftest import history_of
 
-    def broken(spark, tables, options):
+    def broken(found, summary):
         raise ZeroDivisionError("division by zero\nsecond line")
 
-    def finds_a_duplicate(spark, tables, options):
+    def finds_a_duplicate(found, summary):
         return result(duplicate=1)
 
-    monkeypatch.setattr(suite, "FAMILIES", (("broken", broken), ("dup", finds_a_duplicate)))
+    broken_family = SimpleNamespace(FAMILY="broken", check=broken)
+    monkeypatch.setattr(suite, "FAMILIES", (broken_family, SimpleNamespace(
+        FAMILY="dup", check=finds_a_duplicate)))
     events = Ops().send(0, "t", 0, 1, offsets=[0]).events
     outcome = suite.check_history(spark, history_of(spark, events), CheckOptions())
     assert outcome.result.errors == [{"checker": "broken",
                                       "error": "ZeroDivisionError: division by zero"}]
     assert outcome.valid is False  # the duplicate still counts: false > unknown
-    monkeypatch.setattr(suite, "FAMILIES", (("broken", broken),))
+    monkeypatch.setattr(suite, "FAMILIES", (broken_family,))
     outcome = suite.check_history(spark, history_of(spark, events), CheckOptions())
     assert outcome.valid == UNKNOWN
 
