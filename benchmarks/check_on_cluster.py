@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -50,8 +51,10 @@ def main() -> int:
              run(out, args.events, args.seed, ["--workers", str(args.workers),
                                                "--worker-memory", args.worker_memory]))]
     events = rows[0][1]["events"]
+    # Another job that starts meanwhile shows here, where the start's
+    # figure would call the machine idle.
     lines = [f"{events:,} events (seed {args.seed}), one case of every anomaly type; "
-             f"{measured_on}.", "",
+             f"{measured_on}, {os.getloadavg()[0]:.2f} at the end.", "",
              "| Spark | check (s) | events/s | found exactly the injected |",
              "|---|---:|---:|---|"]
     for name, figures in rows:
