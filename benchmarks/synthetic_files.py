@@ -16,7 +16,8 @@ from pyspark.sql import functions as F
 
 from benchmarks.synthetic_history import Layout
 from history_analysis.history import schema
-from history_analysis.tables import PAIRED, TABLES, derive
+from history_analysis.history.pairing import PAIRED
+from history_analysis.tables import TABLES, derive
 
 
 # --- history.jsonl lines -----------------------------------------------------------

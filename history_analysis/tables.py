@@ -9,7 +9,8 @@ then `type` is `info` and `time` null), `invoke_index`, `invoke_time`,
 record, typed by its shape in `history_analysis.history.schema`. Rows are in
 history order of the completions. Time stays int64 nanoseconds.
 
-`derive` turns paired operations (an Arrow table of `PAIRED`: each
+`derive` turns paired operations (an Arrow table of
+`history_analysis.history.pairing.PAIRED`: each
 invocation with its completion's values) into rows of every table; ingest
 and the tests use it, so there is one definition of what lands where.
 """
@@ -25,22 +26,11 @@ import pyarrow.compute as pc
 
 from history_analysis.history.schema import (
     END_AT, EVENT_TYPES, FS, NEMESIS_PROCESS, OFFSET_AT, OFFSET_FOUND, READ, REBALANCE_KINDS,
-    SEND_DONE, TOPIC_PARTITION, VALUE, Shape, codes,
+    SEND_DONE, TOPIC_PARTITION, Shape, codes,
 )
-
-OP_COLUMNS = (
-    ("op_index", pa.int64()), ("invoke_index", pa.int64()), ("invoke_time", pa.int64()),
-    ("time", pa.int64()), ("process", pa.int64()), ("type", pa.string()),
-    ("phase", pa.string()),
-)
+from history_analysis.history.pairing import OP_COLUMNS
 
 _ENVELOPE = frozenset(name for name, _ in OP_COLUMNS)
-
-# One row per operation, as pairing produces it: the invocation's value
-# (`asked`) and the completion's (`done`, null when none was recorded);
-# nemesis values are kept as their JSON text.
-PAIRED = pa.schema([*OP_COLUMNS, ("f", pa.string()), ("error", pa.string()),
-                    ("asked", VALUE), ("done", VALUE), ("value_json", pa.string())])
 
 
 @dataclass(frozen=True)

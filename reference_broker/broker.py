@@ -7,9 +7,10 @@ The broker learns the cluster only from the controller's metadata log
 (KIP-500): it registers, follows the log into its `MetadataImage`, and
 after every batch of records makes each local replica leader or follower
 as the image says (ReplicaManager.applyDelta), running with its topic's
-configs (topic_settings). Heartbeats keep its session; it serves clients
-once the controller has unfenced it (BrokerServer waits for the same).
-Its files beside the logs are `data_dir`'s.
+configs (topic_settings). Its session with the controller (registration,
+heartbeats) is `broker_lifecycle`'s; it serves clients once the controller
+has unfenced it (BrokerServer waits for the same). Its files beside the
+logs are `data_dir`'s.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
+from reference_broker.broker_lifecycle import BrokerLifecycle
 from reference_broker.bugs import (
     COORDINATOR_PARTIAL_LOAD, NO_GENERATION_FENCING, NO_LEADER_EPOCH_FENCING,
 )
@@ -58,9 +60,8 @@ class Broker:
         self.link = link
         self.data_dir = Path(config.data_dir)
         self.image = MetadataImage()
+        self.lifecycle = BrokerLifecycle(config, link, self.image)
         self.partitions: dict[tuple[str, int], Partition] = {}
-        self.broker_epoch = -1
-        self.fenced = True
         self.topic_settings = TopicSettings(self.image, config.settings)
         self.offsets = OffsetsTopic(self)
         self.coordinator = GroupCoordinator(self.offsets, GroupConfig(
@@ -74,7 +75,6 @@ class Broker:
         self.tells_leader_epochs = NO_LEADER_EPOCH_FENCING not in config.bugs
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._checkpoint: dict[tuple[str, int], int] = {}
-        self._unfenced = asyncio.Event()
         self._image_grew = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
         self.producer_ids = ProducerIds(self.data_dir, self.node_id)
@@ -87,7 +87,7 @@ class Broker:
     def topics(self) -> dict[str, TopicInfo]:
         return self.image.topics
 
-    # -- lifecycle (BrokerLifecycleManager) -------------------------------
+    # -- lifecycle --------------------------------------------------------
 
     async def start(self) -> None:
         """Register, follow the metadata log, heartbeat; return once the
@@ -95,14 +95,10 @@ class Broker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._checkpoint = read_checkpoint(self.data_dir / CHECKPOINT)
         self.producer_ids.open()
-        await self._register()
+        await self.lifecycle.register()
         self._spawn(self._follow_metadata())
-        self._spawn(self._heartbeats())
-        while not self._unfenced.is_set():
-            try:
-                await asyncio.wait_for(self._unfenced.wait(), 10)
-            except asyncio.TimeoutError:
-                log.warning("node %d: still fenced by the controller after 10 s", self.node_id)
+        self._spawn(self.lifecycle.heartbeats())
+        await self.lifecycle.wait_unfenced()
         self._spawn(self._shrink_isrs())
         self._spawn(self._checkpoint_high_watermarks())
         log.info("node %d unfenced: %d partition replicas, cluster id %s", self.node_id,
@@ -126,40 +122,6 @@ class Broker:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
-
-    async def _register(self) -> None:
-        host, port = self.config.advertise
-        while True:
-            try:
-                self.broker_epoch = await self.link.register(self.node_id, host, port)
-                log.info("node %d registered, broker epoch %d", self.node_id, self.broker_epoch)
-                return
-            except PeerError as e:
-                log.warning("node %d: cannot register with the controller: %s", self.node_id, e)
-                await asyncio.sleep(0.5)
-
-    async def _heartbeats(self) -> None:
-        interval = self.config["broker.heartbeat.interval.ms"] / 1000
-        while True:
-            # A fenced broker asks again soon: it is unfenced once caught up.
-            await asyncio.sleep(min(interval, 0.05) if self.fenced else interval)
-            try:
-                error, fenced = await self.link.heartbeat(
-                    self.node_id, self.broker_epoch, want_fence=False,
-                    metadata_offset=self.image.offset)
-            except PeerError as e:
-                log.warning("node %d: heartbeat failed: %s", self.node_id, e)
-                continue
-            if error == ErrorCode.stale_broker_epoch:
-                log.warning("node %d: broker epoch %d is stale; registering again",
-                            self.node_id, self.broker_epoch)
-                await self._register()
-                continue
-            if fenced != self.fenced:
-                log.info("node %d %s", self.node_id, "fenced" if fenced else "unfenced")
-            self.fenced = fenced
-            if not fenced:
-                self._unfenced.set()
 
     async def _follow_metadata(self) -> None:
         while True:
@@ -286,7 +248,7 @@ class Broker:
         while partition.leader is leader and leader is not None and leader.pending is change:
             try:
                 error, state = await self.link.alter_partition(
-                    self.node_id, self.broker_epoch, partition.topic, partition.index,
+                    self.node_id, self.lifecycle.broker_epoch, partition.topic, partition.index,
                     change.leader_epoch, change.partition_epoch, change.new_isr)
             except PeerError as e:
                 log.warning("%s: AlterPartition failed, retrying: %s", partition, e)

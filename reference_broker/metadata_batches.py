@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from reference_broker.controller.records import MetadataRecord, decode, encode
 from reference_broker.log.batch import parse_batches, with_offsets
-from reference_broker.offsets_topic import decode_batch, encode_batch
+from reference_broker.internal_batches import decode_batch, encode_batch
 
 
 def encode_metadata_batch(records: list[MetadataRecord], base_offset: int) -> bytes:

@@ -11,51 +11,41 @@ leadership moves on.
 
 from __future__ import annotations
 
-import io
-import time
 from collections.abc import Iterator
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from kio.records.readers import read_batch
-from kio.records.schema import NewRecordBatch, Record
-from kio.records.writers import write_new_batch
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i8, i16, i32, i64
 
 from reference_broker.bugs import OFFSETS_COMMIT_ACKS_ONE
 from reference_broker.controller.new_topic import NewTopic
 from reference_broker.group import StoreError
+from reference_broker.internal_batches import decode_batch, encode_batch
 
 if TYPE_CHECKING:
-    from reference_broker.broker import Broker
+    from reference_broker.config import BrokerConfig
+    from reference_broker.controller.image import MetadataImage
     from reference_broker.partition import Partition
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
-def encode_batch(records: list[tuple[bytes, bytes | None]]) -> bytes:
-    now = datetime.fromtimestamp(time.time(), tz=timezone.utc)
-    batch = NewRecordBatch(
-        producer_id=i64(-1), producer_epoch=i16(-1), base_sequence=i32(-1),
-        attributes=i16(0),
-        records=tuple(Record(attributes=i8(0), timestamp=now, offset=i64(n), key=key,
-                             value=value, headers=())
-                      for n, (key, value) in enumerate(records)))
-    buffer = io.BytesIO()
-    write_new_batch(buffer, batch)
-    return buffer.getvalue()
+class HostBroker(Protocol):
+    """What the topic asks of the broker that hosts it (broker.py's
+    `Broker`, which owns this topic and so is above it)."""
 
+    config: BrokerConfig
+    image: MetadataImage
 
-def decode_batch(raw: bytes) -> list[tuple[bytes, bytes | None]]:
-    batch, _ = read_batch(raw, 0)
-    return [(record.key, record.value) for record in batch.records]
+    async def create_topics(self, topics: list[NewTopic], validate_only: bool
+                            ) -> list[tuple[ErrorCode, str | None]]: ...
+
+    def partition(self, topic: str, index: int) -> Partition | None: ...
 
 
 class OffsetsTopic:
     """The coordinator's OffsetStore over the broker's internal topic."""
 
-    def __init__(self, broker: "Broker"):
+    def __init__(self, broker: HostBroker):
         self._broker = broker
 
     async def ensure(self) -> None:
@@ -63,7 +53,7 @@ class OffsetsTopic:
         with offsets.topic.replication.factor capped by the brokers
         registered (so a small cluster still gets one)."""
         broker = self._broker
-        if OFFSETS_TOPIC not in broker.topics:
+        if OFFSETS_TOPIC not in broker.image.topics:
             replication = min(broker.config["offsets.topic.replication.factor"],
                               max(1, len(broker.image.brokers)))
             await broker.create_topics([NewTopic(

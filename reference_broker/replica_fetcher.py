@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12 import request as fetch
@@ -29,7 +29,8 @@ from reference_broker.peer import Peer, PeerError
 from reference_broker.replication import FetchedPartition
 
 if TYPE_CHECKING:
-    from reference_broker.broker import Broker
+    from reference_broker.config import BrokerConfig
+    from reference_broker.controller.image import MetadataImage
     from reference_broker.partition import Partition
 
 log = logging.getLogger("reference_broker.fetcher")
@@ -38,8 +39,19 @@ _BACKOFF_S = 0.1     # replica.fetch.backoff.ms is 1000; tests need faster failo
 _LATEST = -1
 
 
+class FollowerBroker(Protocol):
+    """What a fetcher reads of the broker it fetches for (broker.py's
+    `Broker`, which starts the fetchers and so is above them): its replicas,
+    and where the image says their leader is."""
+
+    node_id: int
+    config: BrokerConfig
+    image: MetadataImage
+    partitions: dict[tuple[str, int], Partition]
+
+
 class ReplicaFetcher:
-    def __init__(self, broker: "Broker", leader_id: int):
+    def __init__(self, broker: FollowerBroker, leader_id: int):
         self.broker = broker
         self.leader_id = leader_id
         self._peer: Peer | None = None

@@ -31,8 +31,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from history_analysis.history.reader import loads
 from history_analysis.history.schema import EVENT, EVENT_FIELDS, INT64_MAX, INT64_MIN
+from history_analysis.history.strict_json import loads
 
 BLOCK = EVENT.append(pa.field("value_json", pa.string()))
 

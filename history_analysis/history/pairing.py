@@ -25,12 +25,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from history_analysis.history.blocks import BLOCK, Block
-from history_analysis.history.reader import Outstanding, ReaderState, loads
 from history_analysis.history.schema import (
-    EVENT_TYPES, FS, NEMESIS_PROCESS, same_request_violations,
+    EVENT_TYPES, FS, NEMESIS_PROCESS, VALUE, same_request_violations,
 )
 from history_analysis.history.vectorised import INFO, INVOKE, Envelope
-from history_analysis.tables import PAIRED
+
+# Every operation's envelope: the first columns of every table
+# (history_analysis/tables.py) and of PAIRED.
+OP_COLUMNS = (
+    ("op_index", pa.int64()), ("invoke_index", pa.int64()), ("invoke_time", pa.int64()),
+    ("time", pa.int64()), ("process", pa.int64()), ("type", pa.string()),
+    ("phase", pa.string()),
+)
+
+# One row per operation, as pairing produces it: the invocation's value
+# (`asked`) and the completion's (`done`, null when none was recorded);
+# nemesis values are kept as their JSON text.
+PAIRED = pa.schema([*OP_COLUMNS, ("f", pa.string()), ("error", pa.string()),
+                    ("asked", VALUE), ("done", VALUE), ("value_json", pa.string())])
 
 
 @dataclass
@@ -46,16 +58,6 @@ class Carry:
     lines: list[int] = field(default_factory=list)
     raw: list[bytes] = field(default_factory=list)
     ended: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-
-    def reader_state(self) -> ReaderState:
-        """The same state for the exact validator (reader.py)."""
-        outstanding = {}
-        for line, raw in zip(self.lines, self.raw):
-            event = loads(raw.decode())
-            outstanding[event["process"]] = Outstanding(
-                line, event["index"], event["f"], event["value"], event.get("phase") or "main")
-        return ReaderState(self.next_index, self.last_time, outstanding,
-                           set(self.ended.tolist()))
 
 
 @dataclass

@@ -18,60 +18,18 @@ from __future__ import annotations
 
 import json
 import os
-from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from history_analysis.history.outcome import (
+    HistoryError, HistoryReport, TruncatedLine, Unmatched,
+)
 from history_analysis.history.schema import (
     CLIENT_FS, EVENT_FIELDS, EVENT_TYPES, INT64_MAX, NEMESIS_FS, NEMESIS_PROCESS,
     PHASES, Violation, check_completion_value, check_invocation_value,
 )
-
-
-class HistoryError(ValueError):
-    """A history breaks the contract at one line."""
-
-    def __init__(self, path: str | os.PathLike, line: int, message: str):
-        self.path = os.fspath(path)
-        self.line = line
-        self.message = message
-        super().__init__(f"{self.path}:{line}: {message}")
-
-
-@dataclass(frozen=True)
-class Unmatched:
-    """An invocation without a completion: indeterminate (`info`)."""
-
-    line: int
-    index: int
-    process: int
-    f: str
-
-
-@dataclass(frozen=True)
-class TruncatedLine:
-    line: int
-    bytes: int
-
-
-@dataclass
-class HistoryReport:
-    path: str
-    events: int = 0
-    operations: Counter = field(default_factory=Counter)  # completed ops by (f, type)
-    unmatched: list[Unmatched] = field(default_factory=list)
-    truncated: TruncatedLine | None = None
-
-    def summary(self) -> str:
-        completed = sum(self.operations.values())
-        text = (f"{self.path}: valid history, {self.events} events, "
-                f"{completed} completed operations, {len(self.unmatched)} unmatched "
-                f"invocations (counted as info)")
-        if self.truncated:
-            text += (f"; truncated last line {self.truncated.line} "
-                     f"({self.truncated.bytes} bytes) ignored")
-        return text
+from history_analysis.history.strict_json import loads
 
 
 @dataclass
@@ -244,26 +202,9 @@ def _check(event: dict, line: int, state: ReaderState) -> None:
     check_completion_value(f, type_, value, prior.value)
 
 
-def _not_json(constant: str) -> None:
-    raise ValueError(f"{constant} is not JSON")
-
-
-# JSON as the contract has it: NaN and Infinity are not JSON.
-loads = json.JSONDecoder(parse_constant=_not_json).decode
-
-
 def _json_reason(error: Exception) -> str:
     if isinstance(error, json.JSONDecodeError):
         return f"{error.msg} at column {error.colno}"
     if isinstance(error, RecursionError):
         return "nested too deeply"
     return str(error)
-
-
-def validate_history(path: str | os.PathLike) -> HistoryReport:
-    """Validate a whole history by every rule: its report, or HistoryError
-    at the first broken rule, as `HistoryReader` would raise it. Runs ingest's
-    fast pass (scan.py) without writing tables."""
-    # Imported here: the fast pass builds on this module.
-    from history_analysis.history.scan import validate
-    return validate(path)

@@ -3,7 +3,7 @@
 Each block of whole lines is parsed once (blocks.py), checked as columns
 (vectorised.py) and paired with its completions (pairing.py), which carries
 the outstanding invocations to the next block; the paired operations (schema
-tables.PAIRED) go to a sink — ingest writes them as tables. The next block
+pairing.PAIRED) go to a sink — ingest writes them as tables. The next block
 is parsed (by Arrow, on every core, without the GIL) while this one is
 checked, so memory holds two blocks, whatever the size of the file.
 
@@ -25,10 +25,12 @@ import numpy as np
 import pyarrow as pa
 
 from history_analysis.history.blocks import Block, parse, parse_exactly, read_blocks
-from history_analysis.history.pairing import Carry, pair, unmatched
-from history_analysis.history.reader import (
-    HistoryError, HistoryReport, TruncatedLine, Unmatched, check_lines, loads,
+from history_analysis.history.outcome import (
+    HistoryError, HistoryReport, TruncatedLine, Unmatched,
 )
+from history_analysis.history.pairing import Carry, pair, unmatched
+from history_analysis.history.reader import Outstanding, ReaderState, check_lines
+from history_analysis.history.strict_json import loads
 from history_analysis.history.vectorised import Envelope, envelope_faults, value_faults
 
 # Bytes of history per block: measured on a 1M-event history (182 MB),
@@ -58,8 +60,10 @@ def scan(path: str | os.PathLike, sink: Sink) -> HistoryReport:
         return scan_blocks(path, read_blocks(handle, BLOCK_BYTES), sink)
 
 
-def validate(path: str | os.PathLike) -> HistoryReport:
-    """scan without a sink: the report of a valid history, or HistoryError."""
+def validate_history(path: str | os.PathLike) -> HistoryReport:
+    """Validate a whole history by every rule: its report, or HistoryError
+    at the first broken rule, as `HistoryReader` would raise it. The fast
+    pass without a sink: no tables are written."""
     return scan(path, lambda operations: None)
 
 
@@ -126,7 +130,7 @@ def _exactly(path: str, block: Block, carry: Carry, flagged: int | None) -> None
     lines = block.text().split(b"\n")
     lines = [line + b"\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
     try:
-        for _ in check_lines(path, lines, block.first_line, carry.reader_state()):
+        for _ in check_lines(path, lines, block.first_line, _reader_state(carry)):
             pass
     except HistoryError as e:
         if flagged is not None and e.line != flagged:
@@ -137,3 +141,15 @@ def _exactly(path: str, block: Block, carry: Carry, flagged: int | None) -> None
     if flagged is not None:
         raise Disagreement(path, flagged, "the fast validation flagged this line, the exact "
                            "validator passes it: a bug of ingest, please report it")
+
+
+def _reader_state(carry: Carry) -> ReaderState:
+    """The state carried into a block, as the exact validator keeps it: its
+    outstanding invocations parsed again from their lines as written."""
+    outstanding = {}
+    for line, raw in zip(carry.lines, carry.raw):
+        event = loads(raw.decode())
+        outstanding[event["process"]] = Outstanding(
+            line, event["index"], event["f"], event["value"], event.get("phase") or "main")
+    return ReaderState(carry.next_index, carry.last_time, outstanding,
+                       set(carry.ended.tolist()))

@@ -5,10 +5,11 @@ DescribeGroups, with groups and offsets persisted in `__consumer_offsets`.
 The one idea: every request is first checked the way Kafka's
 GroupCoordinator.validateGroupStatus does (valid group id, coordinator
 active, partition loaded and owned), then handed to the group's state
-machine (`membership`); state changes that must survive a restart are
-written through the `OffsetStore` before they are acted on (an offset is
-visible only after its append succeeded). A partition is served only after
-`load()` has replayed it; until then its groups answer NOT_COORDINATOR, and
+machine (`membership`) or to its committed offsets (`offsets`); state
+changes that must survive a restart are written through the `OffsetStore`
+before they are acted on (an offset is visible only after its append
+succeeded). A partition is served only after `load()` has replayed it;
+until then its groups answer NOT_COORDINATOR, and
 COORDINATOR_LOAD_IN_PROGRESS between `begin_load()` and `load()`.
 
 Inputs (results.py):
@@ -61,7 +62,6 @@ commits, DeleteGroups and OffsetDelete.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import time
 from typing import Callable, Coroutine, Iterable, Mapping, Sequence
@@ -72,16 +72,15 @@ from reference_broker.group import storage
 from reference_broker.group.config import GroupConfig
 from reference_broker.group.membership import Membership
 from reference_broker.group.metadata import Group, GroupState
-from reference_broker.group.records import (
-    CorruptCoordinatorRecord, OffsetCommitValue, partition_for)
+from reference_broker.group.offsets import GroupOffsets, TopicPartition
+from reference_broker.group.records import CorruptCoordinatorRecord, partition_for
 from reference_broker.group.results import (
-    CommittedOffset, GroupSummary, JoinGroupResult, LeaveGroupResult, LeavingMember,
-    ListGroupsResult, MemberLeaveResult, OffsetCommit, OffsetFetchResult, SyncGroupResult)
+    GroupSummary, JoinGroupResult, LeaveGroupResult, LeavingMember, ListGroupsResult,
+    MemberLeaveResult, OffsetCommit, OffsetFetchResult, SyncGroupResult)
 
 log = logging.getLogger(__name__)
 
 NONE = ErrorCode.none
-TopicPartition = tuple[str, int]
 
 
 class GroupCoordinator:
@@ -89,7 +88,6 @@ class GroupCoordinator:
                  clock: Callable[[], float] = time.time):
         """`clock` is wall-clock seconds, for the commit and state timestamps
         written to the log; timeouts run on the event loop's own clock."""
-        self._store = store
         self._config = config
         self._clock = clock
         self._groups: dict[str, Group] = {}
@@ -97,8 +95,8 @@ class GroupCoordinator:
         self._loading: set[int] = set()
         self._active = True
         self._tasks: set[asyncio.Task] = set()
-        self._commit_order = itertools.count(1)   # 0 is every offset replayed by load()
         self._membership = Membership(config, store, self._now_ms, self._spawn)
+        self._offsets = GroupOffsets(config, store, self._spawn)
 
     # -- loading (GroupMetadataManager.loadGroupsAndOffsets / removeGroupsForPartition) --
 
@@ -282,7 +280,7 @@ class GroupCoordinator:
                 and member_id in group.members:
             # A commit from a member proves it is alive.
             self._membership.schedule_heartbeat(group, group.members[member_id])
-        return await self._store_offsets(group, offsets)
+        return await self._offsets.store(group, offsets, self._now_ms())
 
     def _commit_error(self, group: Group, generation_id: int, member_id: str,
                       instance_id: str | None) -> ErrorCode | None:
@@ -302,54 +300,13 @@ class GroupCoordinator:
             return ErrorCode.rebalance_in_progress
         return error
 
-    async def _store_offsets(self, group: Group,
-                             offsets: Sequence[OffsetCommit]) -> dict[TopicPartition, ErrorCode]:
-        now_ms = self._now_ms()
-        results: dict[TopicPartition, ErrorCode] = {}
-        values: dict[TopicPartition, OffsetCommitValue] = {}
-        for commit in offsets:
-            metadata = commit.metadata or ""
-            # offset.metadata.max.bytes counts Java chars (UTF-16 units).
-            if len(metadata.encode("utf-16-le")) // 2 > self._config.offset_metadata_max_bytes:
-                results[(commit.topic, commit.partition)] = ErrorCode.offset_metadata_too_large
-            else:
-                values[(commit.topic, commit.partition)] = OffsetCommitValue(
-                    commit.offset, commit.leader_epoch, metadata, now_ms)
-        if values:
-            # Shielded: once appended, the offset must reach the cache even if
-            # the client goes away, or the cache and the log would disagree.
-            write = self._spawn(self._write_offsets(group, next(self._commit_order), values))
-            error = await asyncio.shield(write)
-            results.update({tp: error for tp in values})
-        return results
-
-    async def _write_offsets(self, group: Group, order: int,
-                             values: dict[TopicPartition, OffsetCommitValue]) -> ErrorCode:
-        error = await storage.append(self._store, self._partition(group.group_id),
-                                     storage.offset_records(group.group_id, values),
-                                     for_commit=True)
-        if error is NONE and group.state is not GroupState.DEAD:
-            for tp, value in values.items():
-                # Concurrent commits may finish out of order; the one later in
-                # the log wins (GroupMetadata.onOffsetCommitAppend).
-                if group.offsets.get(tp, (0, None))[0] < order:
-                    group.offsets[tp] = (order, value)
-        return error
-
     def fetch_offsets(self, group_id: str,
                       partitions: Sequence[TopicPartition] | None) -> OffsetFetchResult:
         """partitions None = every partition the group has an offset for."""
         error = self._status_error(group_id, empty_id_allowed=True)
         if error is not None:
             return OffsetFetchResult(error)
-        group = self._groups.get(group_id)
-        stored = group.offsets if group is not None else {}
-        wanted = list(stored) if partitions is None else partitions
-        return OffsetFetchResult(NONE, {
-            tp: (CommittedOffset(stored[tp][1].offset, stored[tp][1].leader_epoch,
-                                 stored[tp][1].metadata)
-                 if tp in stored else CommittedOffset())
-            for tp in wanted})
+        return self._offsets.fetch(self._groups.get(group_id), partitions)
 
     # -- listing -----------------------------------------------------------------
 

@@ -89,7 +89,7 @@ def test_ingest_the_example(tmp_path):
 def write_run(run: Path, ops) -> Path:
     """A run directory of ops, with the outcome of a run that went as planned."""
     from tests.checkers.conftest import write_events
-    from tests.history_analysis.report_runs import CLEAN_OUTCOME
+    from tests.history_analysis.report.report_runs import CLEAN_OUTCOME
     write_events(run, ops.events)
     (run / "test.json").write_text(json.dumps({"outcome": CLEAN_OUTCOME}))
     return run

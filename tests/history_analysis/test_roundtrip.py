@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 
 from history_analysis.history import HistoryWriter, validate_history
 from history_analysis.ingest import ingest
-from tests.history_analysis.generated import histories
+from tests.history_analysis.history.generated import histories
 
 
 def write_with_writer(path, model) -> None:

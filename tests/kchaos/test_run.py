@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from cluster.local_cluster import LocalCluster
-from history_analysis.history.reader import validate_history
+from history_analysis.history import validate_history
 from kchaos.config import TestConfig
 from kchaos.progress import Progress
 from validation.profiles import FAST_BROKERS

@@ -17,7 +17,7 @@ import pytest
 
 from history_analysis.report import write_report
 from kchaos.serve import serve_in_thread
-from tests.history_analysis.report_runs import clean, write_run
+from tests.history_analysis.report.report_runs import clean, write_run
 
 
 def results(run_dir, valid, counts=None):

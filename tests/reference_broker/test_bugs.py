@@ -18,8 +18,9 @@ from reference_broker.group import GroupConfig, GroupCoordinator, OffsetCommit, 
 from reference_broker.group.records import (
     OffsetCommitValue, offset_commit_key, offset_commit_value,
 )
+from reference_broker.internal_batches import encode_batch
 from reference_broker.log import LogConfig, PartitionLog
-from reference_broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic, encode_batch
+from reference_broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from reference_broker.partition import READ_COMMITTED, Partition
 from tests.reference_broker.group.members import coordinator, stable_group
 from tests.reference_broker.group.memory_store import MemoryOffsetStore

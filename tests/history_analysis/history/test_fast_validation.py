@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from history_analysis.history import scan
-from history_analysis.history.reader import HistoryError, HistoryReader
-from history_analysis.history.scan import validate
-from tests.history_analysis import test_reader
-from tests.history_analysis.generated import histories
+from history_analysis.history import HistoryError, scan
+from history_analysis.history.reader import HistoryReader
+from history_analysis.history.scan import validate_history
+from tests.history_analysis.history import handwritten, test_reader
+from tests.history_analysis.history.generated import histories
 
 
 def exact(path):
@@ -32,7 +32,10 @@ def exact(path):
 
 @pytest.fixture(autouse=True)
 def exact_reader_for_test_reader(monkeypatch):
+    # Both call validate_history: test_reader.py's tests and the helper
+    # they share (handwritten.assert_rejected).
     monkeypatch.setattr(test_reader, "validate_history", exact)
+    monkeypatch.setattr(handwritten, "validate_history", exact)
 
 
 # test_reader.py's tests, collected here as well: on the exact reader.
@@ -165,7 +168,7 @@ def test_the_fast_pass_and_the_exact_one_agree(tmp_path_factory, model, kind, da
     # Small blocks too: operations then span blocks, and so does the state.
     block = data.draw(st.sampled_from([scan.BLOCK_BYTES, 64, 400]), label="block bytes")
     with patch.object(scan, "BLOCK_BYTES", block):
-        fast = outcome(validate, path)
+        fast = outcome(validate_history, path)
     assert fast == outcome(exact, path)
 
 
@@ -177,7 +180,7 @@ def test_a_disagreement_is_reported_not_written(tmp_path, monkeypatch):
     run = tmp_path / "run"
     run.mkdir()
     path = run / "history.jsonl"
-    path.write_text("".join(json.dumps(e) + "\n" for e in test_reader.BASE))
+    path.write_text("".join(json.dumps(e) + "\n" for e in handwritten.BASE))
     monkeypatch.setattr(scan, "envelope_faults", lambda env, *_: env.index == 2)
     with pytest.raises(scan.Disagreement, match=r"history.jsonl:3: the fast validation "
                                                 r"flagged this line, the exact validator "
@@ -200,6 +203,6 @@ def test_a_completion_without_its_type_or_f_is_refused_as_the_exact_pass_does(
     path = tmp_path / "history.jsonl"
     path.write_text("".join(json.dumps(e) + "\n" for e in events))
     with patch.object(scan, "BLOCK_BYTES", block):
-        fast = outcome(validate, path)
+        fast = outcome(validate_history, path)
     assert fast[0] == "refused" and fast[1] == 2
     assert fast == outcome(exact, path)

@@ -16,7 +16,7 @@ from history_analysis.report import build, write_report, write_report_quietly
 from history_analysis.report.timeline import MAX_OPERATIONS
 from tests.checkers.conftest import Ops
 from tests.cli_support import kchaos_here
-from tests.history_analysis.report_runs import T, anomalous, clean, write_run
+from tests.history_analysis.report.report_runs import T, anomalous, clean, write_run
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -14,7 +14,7 @@ from history_analysis.report.lag import lag
 from history_analysis.report.plots import peaks
 from history_analysis.report.run_data import RunData
 from tests.checkers.conftest import Ops
-from tests.history_analysis.report_runs import STEP_NS, T, write_run
+from tests.history_analysis.report.report_runs import STEP_NS, T, write_run
 
 REVOKE_T1 = [{"kind": "revoked", "group": "g", "partitions": [{"topic": T, "partition": 1}]}]
 ASSIGN_T1 = [{"kind": "assigned", "group": "g", "partitions": [{"topic": T, "partition": 1}]}]
