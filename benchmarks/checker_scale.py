@@ -266,7 +266,7 @@ def run(args, out: Path, master: str | None) -> int:
         history = History.open(spark, out / "history")
         try:
             # Every case among the examples, to see where each was found.
-            return check_history(spark, history, CheckOptions(
+            return check_history(history, CheckOptions(
                 max_examples=max(MAX_EXAMPLES, args.anomalies)))
         finally:
             history.release()

@@ -54,7 +54,7 @@ def check_family(history: History, family: Family, options: CheckOptions) -> Che
     return family.check(collect(history, options.max_examples), history.summary())
 
 
-def check_history(spark: SparkSession, history: History, options: CheckOptions) -> SuiteResult:
+def check_history(history: History, options: CheckOptions) -> SuiteResult:
     total = CheckResult()
     seconds: dict[str, float] = {}
     for family in FAMILIES:
@@ -124,6 +124,6 @@ def warm_up(spark: SparkSession) -> None:
     from history_analysis.ingest import tables_from_events
     history = History.from_arrow(spark, tables_from_events(_warm_up_events()))
     try:
-        check_history(spark, history, CheckOptions())
+        check_history(history, CheckOptions())
     finally:
         history.release()

@@ -1,8 +1,8 @@
 """The `ssh` backend: nodes are the user's own hosts, reached with paramiko.
 
-`SshBackend(hosts, SshOptions(...))` makes nodes n1..nN in host order. Node
-i works in `<root_dir>/n<i>` on its host (so
-hosts that share a filesystem do not collide), and its `address` is the
+`SshBackend(hosts, SshOptions(...))` makes nodes n1..nN in host order.
+Node i works in `<root_dir>/n<i>` on its host (so hosts that share a
+filesystem do not collide), and its `address` is the
 host's address as this machine resolves the name: clients and the brokers'
 listeners use it. A host has its own network stack, so firewall rules run
 there touch that host alone (`own_network`).

@@ -56,7 +56,7 @@ def check_run(spark, run_dir: str | os.PathLike,
     run_dir = prepare_run(run_dir)
     history = History.open(spark, run_dir / TABLES_DIR)
     try:
-        suite = check_history(spark, history, options)
+        suite = check_history(history, options)
     finally:
         history.release()
     # What the run itself reports (test.json), which the history cannot show.

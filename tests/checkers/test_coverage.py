@@ -18,7 +18,7 @@ pytestmark = pytest.mark.spark
 def suite(spark, ops):
     history = history_of(spark, ops.events)
     try:
-        return check_history(spark, history, CheckOptions())
+        return check_history(history, CheckOptions())
     finally:
         history.release()
 

@@ -30,7 +30,7 @@ SETTINGS = settings(max_examples=6, deadline=None, derandomize=True,
 def check(spark, run):
     history = history_of(spark, run.events())
     try:
-        return check_history(spark, history, CheckOptions(max_examples=4))
+        return check_history(history, CheckOptions(max_examples=4))
     finally:
         history.release()
 

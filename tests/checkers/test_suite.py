@@ -59,12 +59,12 @@ def test_a_throwing_checker_makes_the_verdict_unknown(spark, monkeypatch):
     monkeypatch.setattr(suite, "FAMILIES", (broken_family, SimpleNamespace(
         FAMILY="dup", check=finds_a_duplicate)))
     events = Ops().send(0, "t", 0, 1, offsets=[0]).events
-    outcome = suite.check_history(spark, history_of(spark, events), CheckOptions())
+    outcome = suite.check_history(history_of(spark, events), CheckOptions())
     assert outcome.result.errors == [{"checker": "broken",
                                       "error": "ZeroDivisionError: division by zero"}]
     assert outcome.valid is False  # the duplicate still counts: false > unknown
     monkeypatch.setattr(suite, "FAMILIES", (broken_family,))
-    outcome = suite.check_history(spark, history_of(spark, events), CheckOptions())
+    outcome = suite.check_history(history_of(spark, events), CheckOptions())
     assert outcome.valid == UNKNOWN
 
 
