@@ -16,7 +16,8 @@ from nemesis.scripts.watch import BrokerLinkCut, acknowledged, isr, leads, order
 def lone_leader_acks_then_dies(nemesis) -> None:
     """acks-all-ignores-min-isr (KAFKA-1555): pause the followers until the
     leader is alone in the ISR, let it acknowledge by itself, kill it and
-    resume the followers: unclean election makes one of them leader."""
+    resume the followers: unclean election makes one of them leader, and
+    its later sends are read past the acknowledged ones it never had."""
     leader = settled(nemesis, 3)
     nemesis.require(leader, "partition 0 settled, 3 replicas in its ISR")
     pause = PauseFault(order(nemesis, leader)[1:], broker_only=True)
@@ -26,6 +27,10 @@ def lone_leader_acks_then_dies(nemesis) -> None:
     acknowledged(nemesis, 50, 8)       # without the bug none commit: the wait runs out
     nemesis.start(KillFault([leader.name], broker_only=True))
     nemesis.stop(pause)
+    # A lost write is an acknowledged send that readers skip past: without
+    # sends committed by the new leader the loss could only show as `unseen`.
+    nemesis.require(acknowledged(nemesis, 10, 20),
+                    "10 sends committed by the new leader within 20 s of the failover")
 
 
 def crash_follower_then_leader(nemesis) -> None:

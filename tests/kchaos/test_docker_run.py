@@ -84,8 +84,11 @@ def test_apache_kafka_on_docker_nodes(tmp_path, spark):
 
 def test_a_bug_switch_is_detected_on_docker_nodes(tmp_path, spark):
     recipe = RECIPES["acks-all-ignores-min-isr"]
-    config = dataclasses.replace(recipe_config(recipe, on=True, seed=1, store=tmp_path),
-                                 backend="docker", subnet="198.18.22.0/24")
+    # Pausing and killing containers is slower than processes: the main
+    # phase is 15 s longer than the recipe's, for sends after the failover.
+    on = recipe_config(recipe, on=True, seed=1, store=tmp_path)
+    config = dataclasses.replace(on, backend="docker", subnet="198.18.22.0/24",
+                                 time_limit=on.time_limit + 15)
     result = run_and_check(config, spark, progress=Progress.quiet())
     assert set(t for t, n in result.counts.items() if n) & set(recipe.expected), \
         (result.counts, result.run_dir)
