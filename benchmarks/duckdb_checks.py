@@ -66,7 +66,7 @@ def run(tables_dir: Path) -> tuple[float, dict[str, int]]:
     connection = duckdb.connect()
     for table in ("sends", "reads"):
         connection.execute(f"CREATE VIEW {table} AS SELECT * FROM "
-                           f"read_parquet('{Path(tables_dir) / table}/*.parquet')")
+                           f"read_parquet('{Path(tables_dir) / table}/**/*.parquet')")
     start = time.perf_counter()
     counts = {name: connection.execute(sql).fetchone()[0] for name, sql in QUERIES.items()}
     return time.perf_counter() - start, counts

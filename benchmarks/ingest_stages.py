@@ -23,8 +23,6 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 # benchmarks/ is not an installed package: import from the repository.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -34,14 +32,17 @@ from history_analysis.history.scan import BLOCK_BYTES  # noqa: E402
 from history_analysis.history.vectorised import (  # noqa: E402
     Envelope, envelope_faults, value_faults,
 )
-from history_analysis.ingest import _PARQUET, ingest  # noqa: E402
-from history_analysis.tables import TABLES, derive  # noqa: E402
+from history_analysis.buckets import (  # noqa: E402
+    JSONL_BYTES_PER_EVENT, TableWriter, bucket_count,
+)
+from history_analysis.ingest import ingest  # noqa: E402
+from history_analysis.tables import derive  # noqa: E402
 
 
 def stages(source: Path, scratch: Path) -> tuple[dict[str, float], int]:
     seconds: dict[str, float] = defaultdict(float)
-    writers = {name: pq.ParquetWriter(scratch / f"{name}.parquet", table.schema, **_PARQUET)
-               for name, table in TABLES.items()}
+    writer = TableWriter(scratch / "history",
+                         bucket_count(source.stat().st_size // JSONL_BYTES_PER_EVENT))
     carry, events = Carry(), 0
 
     def timed(stage: str, step, *args):
@@ -64,10 +65,8 @@ def stages(source: Path, scratch: Path) -> tuple[dict[str, float], int]:
             paired = timed("pairing + echo rule", pair, table, envelope, carry, block)
             carry, events = paired.carry, events + table.num_rows
             derived = timed("derive tables", derive, paired.operations)
-            for name, rows in derived.items():
-                timed("write Parquet", writers[name].write_table, rows)
-    for writer in writers.values():
-        writer.close()
+            timed("write Parquet", writer.write, derived)
+    timed("write Parquet", writer.close)
     return seconds, events
 
 

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from benchmarks.synthetic_history import Layout
 from history_analysis.history import schema
 from history_analysis.history.pairing import PAIRED
-from history_analysis.tables import TABLES, derive
+from history_analysis.buckets import TableWriter, bucket_count
+from history_analysis.tables import derive
 
 
 # --- history.jsonl lines -----------------------------------------------------------
@@ -63,9 +63,11 @@ def interpreted(spark: SparkSession):
 
 def write_tables(ops: DataFrame, layout: Layout, out: Path) -> None:
     """The Parquet tables of OUT/history, derived by ingest's own rules
-    (history_analysis.tables.derive) from the paired operations: Spark
-    writes them to a scratch directory, then they are streamed through
-    derive a batch at a time, so memory stays bounded."""
+    (history_analysis.tables.derive) from the paired operations and laid
+    out as ingest lays them out (history_analysis/buckets.py, in the
+    buckets of a history of `layout.events`): Spark writes the operations
+    to a scratch directory, then they are streamed through derive a batch
+    at a time, so memory stays bounded."""
     scratch = out / ".generate"
     shutil.rmtree(scratch, ignore_errors=True)
     paired = ops.select(
@@ -78,19 +80,15 @@ def write_tables(ops: DataFrame, layout: Layout, out: Path) -> None:
         paired.write.parquet(_uri(scratch / "ops"))
     target = out / "history"
     shutil.rmtree(target, ignore_errors=True)
-    writers = {}
+    writer = TableWriter(target, bucket_count(layout.events))
     try:
-        for name, table in TABLES.items():
-            (target / name).mkdir(parents=True)
-            writers[name] = pq.ParquetWriter(target / name / "part-0.parquet", table.schema,
-                                             compression="zstd", use_dictionary=False)
         for batch in ds.dataset(scratch / "ops", format="parquet").to_batches(
                 batch_size=1 << 18):
-            for name, rows in derive(pa.Table.from_batches([batch]).cast(PAIRED)).items():
-                writers[name].write_table(rows)
-    finally:
-        for writer in writers.values():
-            writer.close()
+            writer.write(derive(pa.Table.from_batches([batch]).cast(PAIRED)))
+    except BaseException:
+        writer.close(complete=False)
+        raise
+    writer.close()
     shutil.rmtree(scratch)
 
 

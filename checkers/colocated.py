@@ -1,12 +1,19 @@
-"""The checker suite's Spark side: one co-location of every partition's rows,
-every per-partition family over it, and one collection of the results.
+"""The checker suite's Spark side: every partition's rows read together,
+every per-partition family over them, and one collection of the results.
 
     tables ─► context (checkers/summary.py: members, subscriptions, time span)
-           └► rows of each (topic, partition) brought together ─► findings
+    bucket of partitions (history_analysis/buckets.py) ─► its rows, read
+           in one task ─► split by (topic, partition) ─► findings
                 (Partition + every family's numpy `findings`, per partition)
     findings ─► values grouped across partitions ─► cross-partition cases
     findings + cross-partition cases ─► counts, ranked examples, statistics,
                 errors: collected in one job (checkers/collected.py)
+
+Ingest wrote each partition's rows into one bucket's files, so Spark only
+hands out the buckets, a task each: no shuffle brings rows together and no
+sort orders them (each task sorts its own rows by partition, in numpy).
+The tasks read the files themselves, so on a cluster the run directory must
+be on storage every executor reads (docs/checking.md).
 
 A family's error is caught per partition and reported as that family's, so
 one family's failure never takes the others down.
@@ -16,9 +23,12 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -43,13 +53,12 @@ PER_PARTITION: tuple[PerPartition, ...] = (
     version_order, duplicates, lost, send_order, poll_order, group_offsets, stats)
 
 OUTPUT_SPARK = from_arrow_schema(OUTPUT)
-BUCKETS_PER_SHUFFLE_PARTITION = 4
 
 
 def per_bucket(context: Context):
-    """The function Spark runs per bucket of partitions: it splits the
-    bucket's rows by (topic, partition) and checks each. (Its type hints
-    tell Spark it takes and returns a whole Arrow table.)"""
+    """The check of a bucket of partitions: it splits the bucket's rows by
+    (topic, partition), stably (each partition's rows stay in history
+    order), and checks each."""
     def check(rows: pa.Table) -> pa.Table:
         topics = pc.dictionary_encode(rows["topic"]).combine_chunks()
         key = np.asarray(topics.indices, dtype=np.int64) * (1 << 32) \
@@ -92,36 +101,39 @@ def context(history: History, max_examples: int) -> Context:
 
 # -- the co-located pass ----------------------------------------------------------------
 
-def colocated_rows(history: History) -> DataFrame:
-    """Every row that belongs to one (topic, partition), in COLOCATED's
-    columns, tagged with its source table: one scan of the six tables' files
-    with the union of their columns (a column a table lacks reads as null),
-    the source told by each file's directory."""
-    spark_schema = from_arrow_schema(pa.schema([f for f in COLOCATED if f.name != "source"]))
-    paths = [(history.tables_dir / table.name).as_uri() for table in SOURCES]
-    directory = F.element_at(F.split(F.col("_metadata.file_path"), "/"), -2)
-    source = F.lit(None).cast("byte")
-    for code, table in reversed(list(enumerate(SOURCES))):
-        source = F.when(directory == table.name, F.lit(code).cast("byte")).otherwise(source)
-    rows = history.spark.read.schema(spark_schema).parquet(*paths) \
-        .select(source.alias("source"), *(f.name for f in COLOCATED if f.name != "source"))
-    # Subscriptions name topics, not partitions: they come through the context.
-    return rows.where((F.col("source") != ASSIGNMENTS)
-                      | F.col("partition").isNotNull())
+def bucket_rows(tables_dir: Path, bucket: str) -> pa.Table:
+    """Every row of one bucket (its folder in each per-partition table), in
+    COLOCATED's columns, tagged with its source table (a column a table
+    lacks is null). Subscriptions name topics, not partitions: they come
+    through the context."""
+    parts = []
+    for code, table in enumerate(SOURCES):
+        path = tables_dir / table.name / bucket
+        if not path.is_dir():
+            continue
+        names = [f.name for f in COLOCATED if f.name in table.schema.names]
+        rows = ds.dataset(path, format="parquet").to_table(columns=names)
+        if code == ASSIGNMENTS:
+            rows = rows.filter(pc.is_valid(rows["partition"]))
+        parts.append(pa.Table.from_arrays(
+            [pa.array(np.full(rows.num_rows, code, dtype=np.int8)),
+             *(rows[f.name].cast(f.type) if f.name in names else pa.nulls(rows.num_rows, f.type)
+               for f in COLOCATED if f.name != "source")], schema=COLOCATED))
+    return pa.concat_tables(parts) if parts else COLOCATED.empty_table()
 
 
 def findings(history: History, max_examples: int) -> DataFrame:
-    """Every family's findings of every partition. The partitions are
-    spread over a few buckets per shuffle partition, each bucket one call of
-    Python (a call per partition would cost more than small ones do). A few,
-    not one: the shuffle hashes the bucket numbers in turn, and with one
-    each, two of them can land on one task and leave a core idle. (With
-    one task there is nothing to balance: one bucket, one call.)"""
-    tasks = int(history.shuffle_partitions)
-    count = BUCKETS_PER_SHUFFLE_PARTITION * tasks if tasks > 1 else 1
-    buckets = F.pmod(F.xxhash64("topic", "partition"), F.lit(count))
-    return colocated_rows(history).withColumn("bucket", buckets).groupBy("bucket") \
-        .applyInArrow(per_bucket(context(history, max_examples)), OUTPUT_SPARK)
+    """Every family's findings of every partition: a task per bucket, which
+    reads the bucket's rows and checks its partitions."""
+    check = per_bucket(context(history, max_examples))
+    root, buckets = str(history.tables_dir), history.buckets
+
+    def run(batches):
+        for batch in batches:
+            for bucket in batch.column(0).to_pylist():
+                yield from check(bucket_rows(Path(root), buckets[bucket])).to_batches()
+    return history.spark.range(len(buckets), numPartitions=max(1, len(buckets))) \
+        .mapInArrow(run, OUTPUT_SPARK)
 
 
 def _gathered(rows: DataFrame) -> DataFrame:

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 
 from pyspark.sql import DataFrame, SparkSession
 
 from checkers.summary import Summary
+from history_analysis.buckets import bucket_folders, write_tables
 from history_analysis.spark import FIXED_SHUFFLE_PARTITIONS, SHUFFLE_PARTITIONS
 from history_analysis.tables import TABLES, read_tables
 
@@ -37,9 +37,11 @@ def shuffle_partitions(input_bytes: int, cores: int) -> int:
 
 class History:
     def __init__(self, spark: SparkSession, tables_dir: Path, frames: dict[str, DataFrame],
-                 arrow: dict, input_bytes: int = 0, scratch: tempfile.TemporaryDirectory = None):
+                 arrow: dict, buckets: list[str], input_bytes: int = 0,
+                 scratch: tempfile.TemporaryDirectory = None):
         self.spark = spark
         self.tables_dir = tables_dir
+        self.buckets = buckets  # the per-partition tables' (history_analysis/buckets.py)
         self._frames = frames
         self._arrow = arrow     # the same tables as pyarrow datasets
         self._scratch = scratch
@@ -52,18 +54,17 @@ class History:
     def open(cls, spark: SparkSession, tables_dir, scratch=None) -> "History":
         tables_dir = Path(tables_dir).resolve()
         frames = read_tables(spark, tables_dir)       # each checked first
+        buckets = bucket_folders(tables_dir)
         size = sum(p.stat().st_size for p in tables_dir.rglob("*.parquet"))
         arrow = {name: ds.dataset(tables_dir / name, format="parquet") for name in TABLES}
-        return cls(spark, tables_dir, frames, arrow, size, scratch)
+        return cls(spark, tables_dir, frames, arrow, buckets, size, scratch)
 
     @classmethod
     def from_arrow(cls, spark: SparkSession, tables: dict) -> "History":
         """A history from in-memory Arrow tables (history_analysis.tables),
         written to a scratch directory that `release` removes."""
         scratch = tempfile.TemporaryDirectory(prefix="kchaos-history-")
-        for name in TABLES:
-            (Path(scratch.name) / name).mkdir()
-            pq.write_table(tables[name], Path(scratch.name) / name / "part-0.parquet")
+        write_tables(Path(scratch.name), tables)
         return cls.open(spark, scratch.name, scratch)
 
     def __getitem__(self, table: str) -> DataFrame:

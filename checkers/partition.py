@@ -37,8 +37,7 @@ SUBSCRIBE, ASSIGNED, REVOKED, LOST, RESET = (
 
 # The tables a partition's rows come from; a row's `source` is its table's
 # position here.
-SOURCES = (tables.SENDS, tables.READS, tables.COMMITS, tables.COMMITTED, tables.END_OFFSETS,
-           tables.ASSIGNMENTS)
+SOURCES = tables.PER_PARTITION
 SENDS, READS, COMMITS, COMMITTED, END_OFFSETS, ASSIGNMENTS = range(len(SOURCES))
 
 # A co-located row: its source, and the columns of every source (null where

@@ -2,10 +2,11 @@
 
 The fast pass (history/scan.py) validates the history a block at a time and
 pairs each invocation with its completion; `tables.derive` turns each
-block's operations into rows of every table, appended to one Parquet file
-per table (`history/<table>/part-0.parquet`, a row group per block: Spark
-reads a table as its directory). Needs no Spark; memory is bounded by the
-block, whatever the size of the history.
+block's operations into rows of every table, written as
+history_analysis/buckets.py lays them out (the per-partition tables in
+buckets of (topic, partition), as many as the file's size calls for).
+Needs no Spark; memory is bounded by the block and the rows held for the
+buckets, whatever the size of the history.
 
 Tables are built in a scratch directory and swapped in whole, so a re-run
 replaces them (idempotent) and a failed ingest keeps the old ones.
@@ -18,14 +19,13 @@ import io
 import json
 import os
 import shutil
-from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from history_analysis.buckets import JSONL_BYTES_PER_EVENT, TableWriter, bucket_count
 from history_analysis.history.blocks import read_blocks
 from history_analysis.run_dir import HISTORY_FILE, TABLES_DIR
 from history_analysis.history.scan import BLOCK_BYTES, scan, scan_blocks
@@ -33,10 +33,6 @@ from history_analysis.tables import TABLES, derive
 
 MANIFEST = "_ingest.json"
 LAYOUT = {name: table.columns for name, table in TABLES.items()}
-# zstd without dictionaries: of pyarrow's choices measured on a reads
-# table, among the fastest to write (0.19 s per 500,000 rows) and the
-# smallest (3.4 MB, against 11 MB with snappy).
-_PARQUET = {"compression": "zstd", "use_dictionary": False}
 
 
 class IngestError(ValueError):
@@ -52,6 +48,7 @@ class IngestResult:
     unmatched: int
     truncated_line: int | None
     rows: dict[str, int] = field(default_factory=dict)
+    buckets: int = 1                # of the per-partition tables (buckets.py)
     # Each table's columns as written: tables of an older layout are stale.
     layout: dict[str, list[str]] = field(default_factory=lambda: dict(LAYOUT))
 
@@ -79,13 +76,14 @@ def ingest(run_dir: str | os.PathLike) -> IngestResult:
     stat = source.stat()
     scratch = run_dir / f".{TABLES_DIR}.ingest-{os.getpid()}"
     shutil.rmtree(scratch, ignore_errors=True)
+    buckets = bucket_count(stat.st_size // JSONL_BYTES_PER_EVENT)
     try:
-        with _TableFiles(scratch) as files:
+        with _TableFiles(scratch, buckets) as files:
             report = scan(source, files.append)
         result = IngestResult(os.fspath(run_dir), stat.st_size, stat.st_mtime_ns,
                               report.events, len(report.unmatched),
                               report.truncated.line if report.truncated else None,
-                              dict(files.rows))
+                              dict(files.writer.rows), buckets)
         (scratch / MANIFEST).write_text(json.dumps(asdict(result), indent=2) + "\n")
         _swap_in(scratch, run_dir / TABLES_DIR)
     finally:
@@ -117,7 +115,8 @@ def read_manifest(run_dir: str | os.PathLike) -> dict | None:
 def tables_are_stale(run_dir: str | os.PathLike) -> bool:
     """True when `history/_ingest.json` is missing, names another size or
     mtime of `history.jsonl` than the file has now, or another layout of
-    the tables than this version writes (a column added since)."""
+    the tables than this version writes (a column added since, or tables
+    from before buckets)."""
     run_dir = Path(run_dir)
     source = run_dir / HISTORY_FILE
     if not source.is_file():
@@ -127,38 +126,28 @@ def tables_are_stale(run_dir: str | os.PathLike) -> bool:
         return True
     stat = source.stat()
     return (manifest.get("source_size"), manifest.get("source_mtime_ns"),
-            manifest.get("layout")) != (stat.st_size, stat.st_mtime_ns, LAYOUT)
+            manifest.get("layout")) != (stat.st_size, stat.st_mtime_ns, LAYOUT) \
+        or "buckets" not in manifest
 
 
 class _TableFiles:
-    """One Parquet file per table under `root`, a row group per block of
-    operations appended; every table gets its file, empty ones too. A block
-    is derived and written on a thread of its own while the fast pass goes
-    on with the next (Parquet encodes and compresses without the GIL)."""
+    """The tables under `root` (buckets.TableWriter), each block of
+    operations derived and written on a thread of its own while the fast
+    pass goes on with the next (Parquet encodes and compresses without the
+    GIL)."""
 
-    def __init__(self, root: Path):
-        self.root = root
-        self.rows: Counter = Counter({name: 0 for name in TABLES})
-        self.writers: dict[str, pq.ParquetWriter] = {}
+    def __init__(self, root: Path, buckets: int):
+        self.root, self.buckets = root, buckets
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="write")
         self.writing: Future | None = None
 
     def __enter__(self) -> _TableFiles:
-        for name, table in TABLES.items():
-            (self.root / name).mkdir(parents=True)
-            self.writers[name] = pq.ParquetWriter(self.root / name / "part-0.parquet",
-                                                  table.schema, **_PARQUET)
+        self.writer = TableWriter(self.root, self.buckets)
         return self
 
     def append(self, operations: pa.Table) -> None:
         self._written()                      # one block in writing at a time
-        self.writing = self.thread.submit(self._write, operations)
-
-    def _write(self, operations: pa.Table) -> None:
-        for name, rows in derive(operations).items():
-            if rows.num_rows:
-                self.writers[name].write_table(rows)
-                self.rows[name] += rows.num_rows
+        self.writing = self.thread.submit(lambda: self.writer.write(derive(operations)))
 
     def _written(self) -> None:
         if self.writing is not None:
@@ -171,8 +160,7 @@ class _TableFiles:
                 self._written()
         finally:
             self.thread.shutdown(wait=True)
-            for writer in self.writers.values():
-                writer.close()
+            self.writer.close(complete=error_type is None)
 
 
 def _swap_in(scratch: Path, target: Path) -> None:

@@ -73,6 +73,10 @@ NEMESIS = Table("nemesis", extra=(("f", _text), ("value_json", _text)))
 
 TABLES = {t.name: t for t in (OPS, SENDS, READS, COMMITS, COMMITTED, ASSIGNMENTS,
                                END_OFFSETS, NEMESIS)}
+# The tables whose rows belong to a (topic, partition) (an assignments row
+# of a subscription names only a topic): ingest buckets them by it
+# (history_analysis/buckets.py), and the check reads each bucket whole.
+PER_PARTITION = (SENDS, READS, COMMITS, COMMITTED, END_OFFSETS, ASSIGNMENTS)
 
 
 # -- deriving -------------------------------------------------------------------
@@ -214,6 +218,8 @@ def read_tables(spark, tables_dir) -> dict:
         if wrong:
             raise TableError(f"{path}: table {table.name!r} has mistyped columns: "
                              f"{'; '.join(wrong)}")
+        # Every file under the table, buckets included (buckets.py), and no
+        # partition columns guessed from the folders' names.
         frames[table.name] = spark.read.schema(from_arrow_schema(table.schema)) \
-            .parquet(path.resolve().as_uri())
+            .option("recursiveFileLookup", "true").parquet(path.resolve().as_uri())
     return frames

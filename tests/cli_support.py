@@ -5,8 +5,10 @@ minute on two cores)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -23,3 +25,11 @@ def kchaos_here(*args: str) -> subprocess.CompletedProcess:
     process, so a check reuses the running one (the `spark` fixture)."""
     result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
     return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
+
+
+def judged(run: Path) -> dict:
+    """A run's results.json less how long each checker family took (all
+    that differs between two checks of one history)."""
+    results = json.loads((run / "results.json").read_text())
+    assert results["stats"].pop("seconds_by_family")
+    return results

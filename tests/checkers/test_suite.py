@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import shutil
 from types import SimpleNamespace
 
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 
 from checkers import suite
 from checkers.result import ALLOWED_BY_DEFAULT, UNKNOWN, CheckOptions, CheckResult, merge_verdicts
+from history_analysis.tables import TABLES
 from tests.checkers.conftest import Ops
 
 
@@ -90,6 +94,21 @@ def test_results_json_of_a_run_with_a_lost_write(spark, tmp_path):
     assert lost_send - 2 in case["evidence"]
     assert written["stats"]["ops"] == {"send": {"ok": 2}, "poll": {"ok": 1}}
     assert written["stats"]["realtime_lag"]["polls"] == 1
+
+    # The same tables as another tool may leave them, each in one file and
+    # not in buckets (history_analysis/buckets.py), are judged alike.
+    (tmp_path / "history.jsonl").unlink()
+    for table in TABLES:
+        folder = tmp_path / "history" / table
+        rows = ds.dataset(folder, format="parquet").to_table()
+        shutil.rmtree(folder)
+        folder.mkdir()
+        pq.write_table(rows, folder / "data.parquet")
+    check_run(spark, tmp_path, CheckOptions(max_examples=5))
+    again = json.loads((tmp_path / "results.json").read_text())
+    for results in (written, again):
+        results["stats"].pop("seconds_by_family")
+    assert again == written
 
 
 def test_shuffle_partitions_follow_the_input_and_the_cores():

@@ -2,7 +2,8 @@
 master and two workers, Spark's own classes started with the `spark-class`
 PySpark ships (benchmarks/spark_standalone.py), each a JVM of its own. The
 held history (examples/queue-sample) and a generated one with every
-anomaly type injected are judged there exactly as `local[*]` judges them."""
+anomaly type injected, its tables in many buckets, are judged there
+exactly as `local[*]` judges them."""
 
 from __future__ import annotations
 
@@ -14,13 +15,15 @@ import pytest
 
 from benchmarks import checker_scale
 from benchmarks.spark_standalone import StandaloneCluster
+from history_analysis import buckets
+from history_analysis.ingest import ingest
 from tests.cli.test_cli import copy_example
-from tests.cli_support import kchaos, kchaos_here
+from tests.cli_support import judged, kchaos, kchaos_here
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
-def test_a_standalone_cluster_judges_as_local_does(spark, tmp_path):
+def test_a_standalone_cluster_judges_as_local_does(spark, tmp_path, monkeypatch):
     held = copy_example(tmp_path)
     generated = tmp_path / "generated"
     checker_scale.generate(spark, generated, events=20_000, cases=1, seed=7, jsonl=True)
@@ -29,6 +32,12 @@ def test_a_standalone_cluster_judges_as_local_does(spark, tmp_path):
     for run in runs:          # the same inputs, not yet ingested, for local[*]
         local.append(tmp_path / "local" / run.name)
         shutil.copytree(run, local[-1])
+    # On the cluster, the generated history in about 20 buckets (a bucket
+    # per 1,000 events), each a task (the local twin gets the one bucket a
+    # history this small gets).
+    with monkeypatch.context() as patched:
+        patched.setattr(buckets, "EVENTS_PER_BUCKET", 1_000)
+        assert ingest(generated).buckets > 15
 
     on_local = kchaos_here("check", *map(str, local))
     with StandaloneCluster(tmp_path / "cluster", workers=2, cores=1, memory="1g") as cluster:
@@ -41,16 +50,10 @@ def test_a_standalone_cluster_judges_as_local_does(spark, tmp_path):
     assert on_cluster.returncode == on_local.returncode == 1, on_cluster.stderr
     assert all(apps), apps
     for run, twin in zip(runs, local):
-        assert _judged(run) == _judged(twin)
+        assert judged(run) == judged(twin)
     assert json.loads((held / "results.json").read_text())["valid"] is True
     found = SimpleNamespace(**json.loads((generated / "results.json").read_text()))
     table, extra = checker_scale.compare(found, cases=1)
     assert [r for r in table if not r["expected"] == r["found"] == r["on_own_partitions"]] == []
     assert extra == []
 
-
-def _judged(run) -> dict:
-    """results.json less how long each checker family took."""
-    results = json.loads((run / "results.json").read_text())
-    assert results["stats"].pop("seconds_by_family")
-    return results
