@@ -30,6 +30,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -143,6 +144,12 @@ def _reset_peak(pid: int) -> None:
 
 def jvm_pid() -> int | None:
     """The java process among this process's descendants (py4j's gateway)."""
+    java = sorted(p for p, comm in _descendants(os.getpid()).items() if comm == "java")
+    return java[0] if java else None
+
+
+def _descendants(root: int) -> dict[int, str]:
+    """Every descendant of process `root`: pid -> command name."""
     parents = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -152,12 +159,37 @@ def jvm_pid() -> int | None:
                 continue
             comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:]
             parents[int(entry.name)] = (int(rest.split()[1]), comm)
-    mine, frontier = set(), {os.getpid()}
+    mine, frontier = set(), {root}
     while frontier:
         frontier = {p for p, (ppid, _) in parents.items() if ppid in frontier} - mine
         mine |= frontier
-    java = sorted(p for p in mine if parents[p][1] == "java")
-    return java[0] if java else None
+    return {p: parents[p][1] for p in mine}
+
+
+class WorkerMemory:
+    """The Python workers' memory while a block runs: every 0.2 s, the RSS
+    of each Python process the JVM started (Spark's Python workers, which
+    run the checkers' numpy), the largest one and the largest sum."""
+
+    def __init__(self, jvm: int | None):
+        self.jvm, self.largest_mib, self.total_mib = jvm, 0, 0
+        self._stop = threading.Event()
+
+    def __enter__(self) -> WorkerMemory:
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        while self.jvm and not self._stop.wait(0.2):
+            sizes = [(_proc_kib(pid, "VmRSS") or 0) // 1024
+                     for pid, comm in _descendants(self.jvm).items() if comm.startswith("python")]
+            self.largest_mib = max(self.largest_mib, max(sizes, default=0))
+            self.total_mib = max(self.total_mib, sum(sizes))
 
 
 def measure(name: str, events: int, pids: dict, fn):
@@ -272,7 +304,12 @@ def run(args, out: Path, master: str | None) -> int:
             history.release()
 
     started_ms = time.time() * 1000
-    suite, figures["check"] = measure("check", events, pids, check)
+    with WorkerMemory(pids["jvm"]) as workers:
+        suite, figures["check"] = measure("check", events, pids, check)
+    figures["check"].update(python_worker_peak_rss_mib=workers.largest_mib,
+                            python_workers_peak_rss_mib=workers.total_mib)
+    print(f"Python workers (the checkers' numpy): peak RSS {workers.largest_mib:,} MiB the "
+          f"largest, {workers.total_mib:,} MiB all together", flush=True)
     spark.stop()        # the event log is complete once the session ends
     stages = spark_profile.stages(events_log, since_ms=started_ms)
     figures["check"]["stages"] = stages
