@@ -63,14 +63,17 @@ def per_bucket(context: Context):
         topics = pc.dictionary_encode(rows["topic"]).combine_chunks()
         key = np.asarray(topics.indices, dtype=np.int64) * (1 << 32) \
             + np.asarray(rows["partition"], dtype=np.int64)
-        by = np.argsort(key, kind="stable")
-        # One take, then slices: a take per partition from the many chunks
-        # Spark hands over cost more than the checks of small partitions.
-        rows = rows.take(pa.array(by)).combine_chunks()
-        starts = np.concatenate([[0], np.flatnonzero(np.diff(key[by])) + 1, [len(by)]])
+        # One take, then slices: a take per partition from the table's
+        # chunks costs more than the checks of small partitions. None when
+        # the rows are in order already (a bucket of one partition).
+        if (key[1:] < key[:-1]).any():
+            by = np.argsort(key, kind="stable")
+            rows, key = rows.take(pa.array(by)), key[by]
+        rows = rows.combine_chunks()
+        starts = np.concatenate([[0], np.flatnonzero(np.diff(key)) + 1, [len(key)]])
         parts = [check_partition(rows.slice(start, end - start), context)
                  for start, end in zip(starts[:-1].tolist(), starts[1:].tolist())] \
-            if len(by) else []
+            if len(key) else []
         return pa.concat_tables(parts) if parts else OUTPUT.empty_table()
     return check
 
