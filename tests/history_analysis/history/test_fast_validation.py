@@ -157,7 +157,7 @@ def outcome(validator, path):
             report.truncated)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[
+@settings(max_examples=250, deadline=None, suppress_health_check=[
     HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
 @given(model=histories(max_steps=30), kind=st.sampled_from(MUTATIONS), data=st.data())
 def test_the_fast_pass_and_the_exact_one_agree(tmp_path_factory, model, kind, data):
