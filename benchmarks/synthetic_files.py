@@ -80,15 +80,10 @@ def write_tables(ops: DataFrame, layout: Layout, out: Path) -> None:
         paired.write.parquet(_uri(scratch / "ops"))
     target = out / "history"
     shutil.rmtree(target, ignore_errors=True)
-    writer = TableWriter(target, bucket_count(layout.events))
-    try:
+    with TableWriter(target, bucket_count(layout.events)) as writer:
         for batch in ds.dataset(scratch / "ops", format="parquet").to_batches(
                 batch_size=1 << 18):
             writer.write(derive(pa.Table.from_batches([batch]).cast(PAIRED)))
-    except BaseException:
-        writer.close(complete=False)
-        raise
-    writer.close()
     shutil.rmtree(scratch)
 
 

@@ -72,7 +72,8 @@ def buckets_of(rows: pa.Table, count: int) -> np.ndarray:
 class TableWriter:
     """Writes every table's rows under `root` in the layout above: `write`
     takes each batch of rows `tables.derive` made, `close` finishes (or,
-    with `complete=False`, only closes the files of a failed write)."""
+    with `complete=False`, only closes the files of a failed write). As a
+    context manager it closes so: complete unless the block raised."""
 
     def __init__(self, root: Path, buckets: int):
         self.root, self.buckets = Path(root), buckets
@@ -85,6 +86,12 @@ class TableWriter:
             (self.root / name).mkdir(parents=True)
             if name not in _BUCKETED:
                 self._open(name, None)
+
+    def __enter__(self) -> TableWriter:
+        return self
+
+    def __exit__(self, error_type, *_) -> None:
+        self.close(complete=error_type is None)
 
     def write(self, tables: dict[str, pa.Table]) -> None:
         for name, rows in tables.items():
@@ -139,13 +146,8 @@ class TableWriter:
 
 def write_tables(root: Path, tables: dict[str, pa.Table], buckets: int = 1) -> None:
     """Whole tables (as `tables.derive` makes them) written under `root`."""
-    writer = TableWriter(root, buckets)
-    try:
+    with TableWriter(root, buckets) as writer:
         writer.write(tables)
-    except BaseException:
-        writer.close(complete=False)
-        raise
-    writer.close()
 
 
 def bucket_folders(tables_dir: Path) -> list[str]:
