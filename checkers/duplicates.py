@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from checkers.collected import Collected, family_result
 from checkers.findings import Findings, nullable
-from checkers.grouping import NONE, group_ids, lists, order, rank, starts
+from checkers.grouping import NONE, among, distinct, group_ids, lists, order, rank, starts
 from checkers.partition import FAIL, OK, Partition
 from checkers.result import CheckResult
 from checkers.summary import Summary
@@ -75,10 +75,9 @@ def findings(part: Partition, out: Findings) -> None:
     s = part.sends
     # What the run tested at all (checkers/coverage.py): values acknowledged
     # here, and how many of them a read returned.
-    acknowledged = np.unique(s.value[s.type == OK])
+    acknowledged = distinct(s.value[s.type == OK])
     out.stat(FAMILY, "acknowledged", len(acknowledged))
-    out.stat(FAMILY, "acknowledged_read",
-             int(np.isin(acknowledged, r.value[r.has_value]).sum()))
+    out.stat(FAMILY, "acknowledged_read", int(among(acknowledged, r.value[r.has_value]).sum()))
     out.stat(FAMILY, "reads_checked", len(r))
     out.stat(FAMILY, "undecodable_reads", int((~r.has_value).sum()))
     out.stat(FAMILY, "records", len(part.records[0]))

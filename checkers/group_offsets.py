@@ -71,7 +71,7 @@ import numpy as np
 from checkers.collected import Collected, family_result
 from checkers.findings import STALE_UNDECIDED, Findings, nullable, pairs
 from checkers.grouping import (
-    NONE, following, joint_keys, latest, lists, min_by_key, order, reduce, starts, take,
+    NONE, among, following, joint_keys, latest, lists, min_by_key, order, reduce, starts, take,
 )
 from checkers.partition import (
     ASSIGNED, FAIL, INFO, LOST, OK, READS, RESET, REVOKED, SUBSCRIBE, Columns, Partition,
@@ -255,7 +255,7 @@ def _group_lost(part: Partition, out: Findings) -> None:
         members = np.array([p for g, p in part.context.members if g == name], dtype=np.int64)
         delivered = r.value[np.isin(r.process, members)]
         owed = offsets < committed
-        lost = owed & ~np.isin(values, delivered)
+        lost = owed & ~among(values, delivered)
         if not lost.any():
             continue
         lost_offsets, lost_values = offsets[lost], values[lost]

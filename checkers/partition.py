@@ -108,15 +108,25 @@ class Columns:
                  converted: dict[_Column, np.ndarray] | None = None):
         self._rows, self._groups, self._index = rows, groups, index
         self._converted = {} if converted is None else converted   # shared with subsets
+        self._selected: dict[_Column, np.ndarray] = {}              # this subset's
 
     def __len__(self) -> int:
         return self._rows.num_rows if self._index is None else len(self._index)
 
     def numpy(self, column: _Column) -> np.ndarray:
+        """The column, read-only: converted once per partition, and
+        gathered once per subset (the checks ask for each many times)."""
         if column not in self._converted:
-            self._converted[column] = column.convert(self._rows, self._groups)
-        values = self._converted[column]
-        return values if self._index is None else values[self._index]
+            values = column.convert(self._rows, self._groups)
+            values.flags.writeable = False
+            self._converted[column] = values
+        if self._index is None:
+            return self._converted[column]
+        if column not in self._selected:
+            values = self._converted[column][self._index]
+            values.flags.writeable = False
+            self._selected[column] = values
+        return self._selected[column]
 
     @property
     def raw(self) -> pa.Array:
