@@ -17,9 +17,11 @@ def settings(directory: Path) -> dict[str, str]:
 
 def stages(directory: Path, since_ms: float = 0) -> list[dict]:
     """Stages completed after `since_ms` (epoch milliseconds), in order."""
-    metrics: dict[int, dict] = {}
+    metrics: dict[tuple[Path, int], dict] = {}     # stage IDs restart in each application
     done: list[dict] = []
     for log in sorted(p for p in Path(directory).rglob("*") if p.is_file()):
+        # One application: a folder of rolled files (event log v2), or a file.
+        application = log.parent if log.parent != Path(directory) else log
         for line in log.read_text(errors="replace").splitlines():
             try:
                 event = json.loads(line)
@@ -30,7 +32,7 @@ def stages(directory: Path, since_ms: float = 0) -> list[dict]:
             kind = event.get("Event")
             if kind == "SparkListenerTaskEnd":
                 m = event.get("Task Metrics") or {}
-                total = metrics.setdefault(event["Stage ID"], dict.fromkeys(
+                total = metrics.setdefault((application, event["Stage ID"]), dict.fromkeys(
                     ("shuffle_written", "shuffle_read", "spilled_memory", "spilled_disk"), 0))
                 write = m.get("Shuffle Write Metrics") or {}
                 read = m.get("Shuffle Read Metrics") or {}
@@ -47,7 +49,7 @@ def stages(directory: Path, since_ms: float = 0) -> list[dict]:
                 done.append({"stage": info["Stage ID"], "name": info["Stage Name"].split(" at ")[0],
                              "seconds": round((ended - begun) / 1000, 2),
                              "tasks": info["Number of Tasks"],
-                             **metrics.get(info["Stage ID"], {})})
+                             **metrics.get((application, info["Stage ID"]), {})})
     return done
 
 

@@ -5,9 +5,10 @@ every per-partition family over them, and one collection of the results.
     bucket of partitions (history_analysis/buckets.py) ─► its rows, read
            in one task ─► split by (topic, partition) ─► findings
                 (Partition + every family's numpy `findings`, per partition)
-    findings ─► values grouped across partitions ─► cross-partition cases
+    findings ─► the driver: cases, statistics, errors, candidate values
+    candidate values ⋈ sends and reads ─► cross-partition cases
     findings + cross-partition cases ─► counts, ranked examples, statistics,
-                errors: collected in one job (checkers/collected.py)
+                errors (checkers/collected.py)
 
 Ingest wrote each partition's rows into one bucket's files, so Spark only
 hands out the buckets, a task each: no shuffle brings rows together and no
@@ -37,7 +38,7 @@ from checkers import (
     duplicates, group_offsets, lost, poll_order, send_order, stats, version_order,
 )
 from checkers.collected import Collected, Family
-from checkers.findings import OUTPUT, Findings
+from checkers.findings import CANDIDATE, OUTPUT, Findings
 from checkers.history import History
 from checkers.partition import ASSIGNMENTS, COLOCATED, SOURCES, Context, Partition
 
@@ -139,43 +140,23 @@ def findings(history: History, max_examples: int) -> DataFrame:
         .mapInArrow(run, OUTPUT_SPARK)
 
 
-def _gathered(rows: DataFrame) -> DataFrame:
-    """One pass over the findings: the value summaries grouped by value
-    across partitions, keeping the values placed twice, read but never
-    sent, or read though every send of them failed (as rows of type
-    "suspect", with place_count, sent, failed_send and read over all
-    partitions); and, in the group of no value, every other row (`rows`: a
-    few per partition, cases being capped there)."""
-    value = F.when(F.col("type") == "value", F.col("value"))
-    others = F.collect_list(F.when(F.col("type") != "value", F.struct(*OUTPUT.names)))
-    grouped = rows.groupBy(value.alias("value")).agg(
-        F.sum("place_count").alias("place_count"), F.max("sent").alias("sent"),
-        F.min("failed_send").alias("failed_send"), F.max("read").alias("read"),
-        others.alias("rows"))
-    suspect = (F.col("place_count") > 1) | (F.col("read") & ~F.col("sent"))
-    return grouped.where(F.col("value").isNull() | suspect)
-
-
-def cross_partition_cases(history: History, suspects: pa.Table, max_examples: int) -> pa.Table:
-    """`duplicate`, `garbage-read` and `aborted-read` cases of the suspect
-    values, from their observations in every partition."""
-    never_sent = pc.and_(suspects["read"], pc.invert(suspects["sent"]))
-    flags = pa.table({
-        "value": suspects["value"],
-        "duplicated": pc.greater(suspects["place_count"], 1),
-        "garbage": pc.and_(never_sent, pc.is_null(suspects["failed_send"])),
-        "aborted": pc.and_(never_sent, pc.is_valid(suspects["failed_send"])),
-        "failed_send": suspects["failed_send"]})
-    acked = history["sends"].where((F.col("type") == "ok") & F.col("offset").isNotNull()) \
-        .select("topic", "partition", "offset", "value", "op_index",
-                F.lit(False).alias("is_read"))
-    read = history["reads"].where(F.col("value").isNotNull()).select(
-        "topic", "partition", "offset", "value", "op_index", F.lit(True).alias("is_read"))
+def cross_partition_cases(history: History, candidates: pa.Array, max_examples: int) -> pa.Table:
+    """`duplicate`, `garbage-read` and `aborted-read` cases of the
+    candidate values, judged on every send and read of them in every
+    partition (a join of the few candidates with the tables)."""
+    wanted = history.spark.createDataFrame(pa.table({"value": candidates}))
+    sends = history["sends"].select(
+        "topic", "partition", "offset", "value", "op_index", F.lit(False).alias("is_read"),
+        ((F.col("type") == "ok") & F.col("offset").isNotNull()).alias("placed"),
+        (F.col("type") != "fail").alias("sent"), (F.col("type") == "fail").alias("failed"))
+    reads = history["reads"].where(F.col("value").isNotNull()).select(
+        "topic", "partition", "offset", "value", "op_index", F.lit(True).alias("is_read"),
+        F.lit(True).alias("placed"), F.lit(False).alias("sent"), F.lit(False).alias("failed"))
     buckets = max(1, history.spark.sparkContext.defaultParallelism)
-    observed = acked.unionByName(read).join(history.spark.createDataFrame(flags), "value") \
+    rows = sends.unionByName(reads).join(F.broadcast(wanted), "value") \
         .withColumn("bucket", F.pmod(F.xxhash64("value"), F.lit(buckets)).cast("int")) \
-        .select(*duplicates.SUSPECT_OBSERVATIONS.names)
-    return observed.groupBy("bucket").applyInArrow(
+        .select(*duplicates.CANDIDATE_ROWS.names)
+    return rows.groupBy("bucket").applyInArrow(
         duplicates.across_partitions(max_examples), OUTPUT_SPARK).toArrow()
 
 
@@ -183,18 +164,17 @@ def cross_partition_cases(history: History, suspects: pa.Table, max_examples: in
 
 def collect(history: History, max_examples: int) -> Collected:
     """Counts and examples of every case type, statistics and errors: one
-    job brings every partition's findings but the value summaries, and the
-    suspect values, to the driver; a second runs only if there are
-    suspects. Built once per history, for every family."""
+    job brings every partition's findings to the driver (a few rows each,
+    cases being capped per partition), and a second, only if a partition
+    named candidate values, judges those across partitions. Built once per
+    history, for every family."""
     def build() -> Collected:
-        gathered = _gathered(findings(history, max_examples)).toArrow()
-        whole = pc.is_null(gathered["value"])
-        listed = gathered.filter(whole)["rows"].combine_chunks()
-        rows = pa.Table.from_struct_array(pc.list_flatten(listed)) if len(listed) \
-            else OUTPUT.empty_table()
-        suspects = gathered.filter(pc.invert(whole))
-        if suspects.num_rows:
+        rows = findings(history, max_examples).toArrow()
+        is_candidate = pc.equal(rows["type"], CANDIDATE)
+        candidates = pc.unique(rows.filter(is_candidate)["value"])
+        rows = rows.filter(pc.invert(is_candidate))
+        if len(candidates):
             rows = pa.concat_tables([rows.cast(OUTPUT), cross_partition_cases(
-                history, suspects, max_examples).cast(OUTPUT)])
+                history, candidates, max_examples).cast(OUTPUT)])
         return Collected.of(rows, max_examples)
     return history.memo(("collected", max_examples), build)

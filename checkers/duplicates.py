@@ -8,11 +8,12 @@ sends failed).
 
 The one idea: the version order (distinct topic, partition, offset, value)
 must be a bijection between values and places. Grouping a partition's by
-place finds the inconsistent offsets (`findings`, per partition); the
-partitions' value summaries, grouped by value across all partitions, find
-the values placed twice, read but never sent, or read though every send of
-them failed (`cross_partition`); only the observations of those few values
-are then gathered again to name the operations that prove each case.
+place finds the inconsistent offsets (`findings`, per partition). A value
+placed twice, read but never sent, or read though every send of it failed
+is suspect in at least one partition by that partition's rows alone
+(`_candidates`), so only those few candidates are judged across
+partitions, on every send and read of them (`value_cases`), which also
+name the operations that prove each case.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def _listed(case: np.ndarray, items: np.ndarray):
 def findings(part: Partition, out: Findings) -> None:
     _inconsistent_offsets(part, out)
     _undecodable(part, out)
-    _value_summary(part, out)
+    _candidates(part, out)
     r = part.reads
     s = part.sends
     # What the run tested at all (checkers/coverage.py): values acknowledged
@@ -122,30 +123,27 @@ def _undecodable(part: Partition, out: Findings) -> None:
               evidence=lists(shown, evidence))
 
 
-def _value_summary(part: Partition, out: Findings) -> None:
-    """Per value this partition holds, was sent or read: how many places it
-    has here, whether a send of it may have happened here (ok or info), its
-    first failed send here, and whether it was read here (one hash
-    aggregation over the records, the sends and the reads)."""
+def suspect(place_count: np.ndarray, sent: np.ndarray, read: np.ndarray) -> np.ndarray:
+    """Per value: placed more than once, or read though no send of it may
+    have happened (ok or info)."""
+    return (place_count > 1) | (read & ~sent)
+
+
+def _candidates(part: Partition, out: Findings) -> None:
+    """The values that are suspect by this partition's rows alone. Every
+    value suspect across partitions is one of them somewhere, since a
+    value is sent to one partition only (docs/history.md: values are
+    unique in the run): placed in two partitions, it is read without a
+    send in one of them (an acknowledgement is a send). The rest of the
+    values never leave the task."""
     s, r = part.sends, part.reads
-    _, values = part.records
-    read = r.value[r.has_value]
-    n, m, k = len(values), len(s), len(read)
-    failed = np.where(s.type == FAIL, s.op, NONE)
-    rows = pa.table({
-        "value": np.concatenate([values, s.value, read]),
-        "place": np.concatenate([np.ones(n, np.int64), np.zeros(m + k, np.int64)]),
-        "sent": np.concatenate([np.zeros(n, bool), s.type != FAIL, np.zeros(k, bool)]),
-        "failed_send": pa.array(np.concatenate([np.full(n, NONE), failed, np.full(k, NONE)]),
-                                mask=np.concatenate([np.ones(n, bool), failed == NONE,
-                                                     np.ones(k, bool)])),
-        "read": np.concatenate([np.zeros(n + m, bool), np.ones(k, bool)]),
-    })
-    by_value = rows.group_by("value").aggregate([
-        ("place", "sum"), ("sent", "any"), ("failed_send", "min"), ("read", "any")])
-    out.values(value=by_value["value"], place_count=by_value["place_sum"],
-               sent=by_value["sent_any"], failed_send=by_value["failed_send_min"],
-               read=by_value["read_any"])
+    placed = np.sort(part.records[1])
+    first = starts(placed)
+    values = placed[first]
+    place_count = np.diff(np.append(np.flatnonzero(first), len(placed)))
+    sent = among(values, s.value[s.type != FAIL])
+    read = among(values, r.value[r.has_value])
+    out.candidates(values[suspect(place_count, sent, read)])
 
 
 # -- across partitions ----------------------------------------------------------------
@@ -159,18 +157,34 @@ def across_partitions(max_examples: int):
 
 
 def value_cases(rows: pa.Table, max_examples: int) -> pa.Table:
-    """The cases of suspect values (several per call), from their
-    observations in every partition: rows of `SUSPECT_OBSERVATIONS` (one per
-    acknowledged send or read of a value, with the value's verdicts)."""
+    """The cases of candidate values (several per call), from every row of
+    them in every partition: rows of `CANDIDATE_ROWS`, one per send
+    (`placed` if acknowledged at an offset) and per read."""
     out = Findings(max_examples=max_examples)
     topic_names, topic = np.unique(rows["topic"].to_numpy(zero_copy_only=False).astype(str),
                                    return_inverse=True)
-    partition = np.asarray(rows["partition"], np.int64)
-    offset, value, op = (np.asarray(rows[c], np.int64) for c in ("offset", "value", "op_index"))
-    is_read = np.asarray(rows["is_read"])
-    duplicated, garbage, aborted = (np.asarray(rows[c]) for c in ("duplicated", "garbage",
-                                                                  "aborted"))
-    failed_send = np.asarray(rows["failed_send"].fill_null(NONE), np.int64)
+    partition, offset, value, op = (np.asarray(rows[c].fill_null(NONE), np.int64) for c in (
+        "partition", "offset", "value", "op_index"))
+    is_read, placed, sent, failed = (np.asarray(rows[c]) for c in (
+        "is_read", "placed", "sent", "failed"))
+
+    # Each value's verdict over all partitions, then on every row of it.
+    candidates, of = np.unique(value, return_inverse=True)
+    p = np.flatnonzero(placed)
+    p = p[order(value[p], topic[p], partition[p], offset[p])]
+    place_count = np.bincount(of[p][starts(value[p], topic[p], partition[p], offset[p])],
+                              minlength=len(candidates))
+    ever_sent, ever_read = (np.bincount(of, weights=flag, minlength=len(candidates)) > 0
+                            for flag in (sent, is_read))
+    first_failed = np.full(len(candidates), np.iinfo(np.int64).max)
+    np.minimum.at(first_failed, of[failed], op[failed])
+    first_failed[first_failed == np.iinfo(np.int64).max] = NONE
+    is_suspect = suspect(place_count, ever_sent, ever_read)
+    never_sent = is_suspect & ever_read & ~ever_sent
+    duplicated = (is_suspect & (place_count > 1))[of] & placed
+    garbage = (never_sent & (first_failed == NONE))[of] & placed
+    aborted = (never_sent & (first_failed != NONE))[of] & placed
+    failed_send = first_failed[of]
 
     if duplicated.any():
         d = np.flatnonzero(duplicated)
@@ -222,11 +236,11 @@ def value_cases(rows: pa.Table, max_examples: int) -> pa.Table:
     return out.table()
 
 
-SUSPECT_OBSERVATIONS = pa.schema([
+CANDIDATE_ROWS = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
     ("value", pa.int64()), ("op_index", pa.int64()), ("is_read", pa.bool_()),
-    ("duplicated", pa.bool_()), ("garbage", pa.bool_()), ("aborted", pa.bool_()),
-    ("failed_send", pa.int64()), ("bucket", pa.int32()),
+    ("placed", pa.bool_()), ("sent", pa.bool_()), ("failed", pa.bool_()),
+    ("bucket", pa.int32()),
 ])
 
 

@@ -11,8 +11,10 @@ A row is one of:
 - a statistic (`type` "stat"): `family`, `stat`, `key`, `amount`, summed
   over partitions (`MERGE_MAX`: the largest); family CASES counts each case
   type, of which only the first `max_examples` per partition are rows;
-- a value summary (`type` "value"): one per value this partition sent,
-  holds or read, for the checks that look across partitions (duplicates);
+- a candidate value (`type` CANDIDATE): a value this partition holds at
+  more than one offset, or read without a send of it here that may have
+  happened; only such a value can be a `duplicate`, `garbage-read` or
+  `aborted-read` across partitions (checkers/duplicates.py);
 - a family's error (`type` "error"): `family`, `error`.
 """
 
@@ -28,6 +30,7 @@ UNDECIDED = "unseen-undecided"
 UNDECIDED_PARTITION = "unseen-undecided-partition"
 FINAL_READS_SHORT = "final-reads-short"
 STALE_UNDECIDED = "stale-committed-offset-undecided"     # checkers/group_offsets.py
+CANDIDATE = "candidate"
 
 _PLACE = pa.struct([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64())])
 _long, _text, _longs = pa.int64(), pa.string(), pa.list_(pa.int64())
@@ -41,8 +44,6 @@ OUTPUT = pa.schema([
     ("offsets", _longs), ("values", _longs),
     ("places", pa.list_(_PLACE)), ("place_count", _long), ("value_count", _long),
     ("evidence", _longs),
-    # value summaries
-    ("sent", pa.bool_()), ("failed_send", _long), ("read", pa.bool_()),
     # statistics and errors
     ("family", _text), ("stat", _text), ("key", _long), ("amount", _long), ("error", _text),
 ])
@@ -144,11 +145,12 @@ class Findings:
                       stat=pa.array([stat] * n), key=pa.array(keys, _long),
                       amount=pa.array(amounts, _long))
 
-    def values(self, **columns) -> None:
-        n = len(columns["value"])
+    def candidates(self, values: np.ndarray) -> None:
+        n = len(values)
         if n:
-            self._add(n, type=pa.array(["value"] * n), topic=pa.array([self.topic] * n, _text),
-                      partition=pa.array([self.partition] * n, pa.int32()), **columns)
+            self._add(n, type=pa.array([CANDIDATE] * n), topic=pa.array([self.topic] * n, _text),
+                      partition=pa.array([self.partition] * n, pa.int32()),
+                      value=pa.array(values, _long))
 
     def error(self, family: str, error: str) -> None:
         self._add(1, type=pa.array(["error"]), family=pa.array([family]),
