@@ -80,11 +80,12 @@ def generate(spark, out: Path, events: int, cases: int, seed: int, jsonl: bool) 
         ops = setup.select("ops").unionByName(injected.select("ops")).unionByName(rows) \
             .select(F.explode("ops").alias("o")).select("o.*")
         synthetic_files.write_tables(ops, layout, out)
-    topics = {sh.TOPIC: {"partitions": sh.PARTITIONS + len(ANOMALY_TYPES) * cases,
+    topics = {sh.TOPIC: {"partitions": layout.partitions + len(ANOMALY_TYPES) * cases,
                          "replication_factor": 1}}
     config = {"events": layout.events, "anomalies": cases, "rounds": layout.rounds,
               "epoch_rounds": layout.epoch, "rebalances": layout.rebalances,
-              "injected_partitions": f"{sh.PARTITIONS}-{sh.PARTITIONS + len(ANOMALY_TYPES) * cases - 1}"}
+              "injected_partitions": f"{layout.partitions}-"
+                                     f"{layout.partitions + len(ANOMALY_TYPES) * cases - 1}"}
     (out / "test.json").write_text(json.dumps({
         "schema_version": 1, "name": "checker-scale", "seed": seed,
         "start_wall_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "nodes": [],
@@ -208,13 +209,16 @@ def measure(name: str, events: int, pids: dict, fn):
     return result, figures
 
 
-def compare(result, cases: int) -> tuple[list[dict], list[str]]:
+def compare(result, run_dir: Path) -> tuple[list[dict], list[str]]:
     """Per type: cases expected, found, and found on the type's own injected
-    partitions (one each: case c of type t is partition 64 + tK + c); and the
-    types found that were not injected."""
+    partitions (one each: case c of type t is partition P + tK + c, after
+    the base run's P, as the run's test.json records); and the types found
+    that were not injected."""
+    config = json.loads((run_dir / "test.json").read_text())["config"]
+    cases, base = config["anomalies"], int(config["injected_partitions"].split("-")[0])
     rows = []
     for t, name in enumerate(ANOMALY_TYPES):
-        first = sh.PARTITIONS + t * cases
+        first = base + t * cases
         where = {case.get("partition") for case in result.anomalies.get(name, [])}
         rows.append({"type": name, "expected": cases, "found": result.counts.get(name, 0),
                      "on_own_partitions": len(where & set(range(first, first + cases)))})
@@ -329,7 +333,7 @@ def run(args, out: Path, master: str | None) -> int:
           f"(max heap {figures['jvm_max_heap_mib']:,} MiB)")
 
     result = suite.result
-    table, extra = compare(result, args.anomalies)
+    table, extra = compare(result, out)
     matches = lambda r: r["expected"] == r["found"] == r["on_own_partitions"]  # noqa: E731
     exact = all(map(matches, table)) and not extra and not result.errors and not result.unknown
     print(f"\n{'anomaly':<24}{'expected':>9}{'found':>7}{'where injected':>16}")

@@ -160,7 +160,7 @@ def injected_ops(spark, cases: int, layout: sh.Layout) -> DataFrame:
     rows, _, _ = injection_steps()
     k = F.col("k")
     case = F.col("t") * cases + k
-    x = sh.PARTITIONS + case
+    x = layout.partitions + case
     group = F.concat(F.lit("kchaos-x"), case.cast("string"))
     odd = F.pmod(k, F.lit(2)) == 1
 

@@ -6,7 +6,8 @@ process and its records are pure functions of (round, pair), so Spark builds
 the history from `spark.range` with no Python loop over events, and the body
 of `history.jsonl` comes out in index order without a sort.
 
-The base run (topic jt0, 64 partitions in 32 pairs {2k, 2k+1}):
+The base run (topic jt0, 64 partitions in 32 pairs {2k, 2k+1}; more past
+10^8 events, `EVENTS_PER_PAIR`):
 
 - setup: 4 assign-mode consumers (processes 8-11) assign 16 partitions each,
   seeking to the beginning; 2 groups (kchaos-g0, kchaos-g1) of 6 members each
@@ -42,7 +43,11 @@ from history_analysis.history import schema
 
 TOPIC = "jt0"
 PAIRS = 32
-PARTITIONS = 2 * PAIRS
+# Past 10^8 events the history gets more pairs, so that a partition holds
+# about as many rows as at 10^8: the check holds one partition's rows in
+# one Python worker's memory (docs/checking.md), so 64 partitions of a
+# 10^9-event history (about 40M rows each) would not fit this machine.
+EVENTS_PER_PAIR = 100_000_000 // PAIRS
 PRODUCERS = 8                  # processes 0-7
 ASSIGNERS = 4                  # processes 8-11
 MEMBERS = 6                    # per group: group g, member m is process 12 + 6g + m
@@ -52,11 +57,9 @@ ADMIN = FIRST_MEMBER + GROUPS * MEMBERS   # process 24: the final phase's end-of
 
 PAIR_EVENTS = 12               # [send ‖ poll] [g0 poll ‖ g1 poll] [g0 commit ‖ g1 commit]
 FINAL_PAIR_EVENTS = 10         # [poll] [g0 poll ‖ g1 poll] [g0 commit ‖ g1 commit]
-ROUND_EVENTS = PAIRS * PAIR_EVENTS
 MEMBER_OPS = GROUPS * MEMBERS
 REBALANCE_EVENTS = 2 * (1 + 3 * MEMBER_OPS)   # nemesis; revoked, assigned, committed
 SETUP_EVENTS = 2 * (ASSIGNERS + 3 * MEMBER_OPS)  # assign; subscribe, assigned, committed
-FINAL_EVENTS = 2 + PAIRS * FINAL_PAIR_EVENTS
 
 # A client operation's value, as Spark sees the one Arrow struct of schema.py.
 VALUE: StructType = from_arrow_type(schema.VALUE)
@@ -76,16 +79,33 @@ class Layout:
     epoch: int             # E: rounds between rebalances
     injected_main: int     # events of injected cases before the base rounds
     injected_final: int    # … and after the final phase
+    pairs: int = PAIRS     # of partitions {2k, 2k+1}
 
     @classmethod
     def plan(cls, events: int, seed: int, injected_main: int, injected_final: int) -> "Layout":
-        budget = events - SETUP_EVENTS - injected_main - injected_final - FINAL_EVENTS
-        rough = max(2, budget // ROUND_EVENTS)
+        pairs = max(PAIRS, -(-events // EVENTS_PER_PAIR))
+        shape = cls(seed, 0, 1, injected_main, injected_final, pairs)
+        budget = events - SETUP_EVENTS - injected_main - injected_final - shape.final_events
+        rough = max(2, budget // shape.round_events)
         epoch = max(2, min(50, rough // 8))
-        rounds = max(2, int(budget / (ROUND_EVENTS + REBALANCE_EVENTS / epoch)))
-        while rounds > 2 and cls(seed, rounds, epoch, injected_main, injected_final).events > events:
+        rounds = max(2, int(budget / (shape.round_events + REBALANCE_EVENTS / epoch)))
+        while rounds > 2 and cls(seed, rounds, epoch, injected_main, injected_final,
+                                 pairs).events > events:
             rounds -= 1
-        return cls(seed, rounds, epoch, injected_main, injected_final)
+        return cls(seed, rounds, epoch, injected_main, injected_final, pairs)
+
+    @property
+    def partitions(self) -> int:
+        """Of the base run; injected cases take the partitions after them."""
+        return 2 * self.pairs
+
+    @property
+    def round_events(self) -> int:
+        return self.pairs * PAIR_EVENTS
+
+    @property
+    def final_events(self) -> int:
+        return 2 + self.pairs * FINAL_PAIR_EVENTS
 
     @property
     def body_start(self) -> int:
@@ -97,8 +117,8 @@ class Layout:
 
     @property
     def body_end(self) -> int:
-        return (self.body_start + self.rounds * ROUND_EVENTS
-                + self.rebalances * REBALANCE_EVENTS + FINAL_EVENTS)
+        return (self.body_start + self.rounds * self.round_events
+                + self.rebalances * REBALANCE_EVENTS + self.final_events)
 
     @property
     def events(self) -> int:
@@ -107,7 +127,7 @@ class Layout:
     def round_start(self, r: Column) -> Column:
         """Index of the first event of round r (its rebalance, if any)."""
         before = F.when(r >= 1, _div(r - 1, self.epoch)).otherwise(0)
-        return self.body_start + r * ROUND_EVENTS + before * REBALANCE_EVENTS
+        return self.body_start + r * self.round_events + before * REBALANCE_EVENTS
 
     def time(self, index: Column) -> Column:
         return index * 1000 + F.pmod(F.xxhash64(index, F.lit(self.seed)), F.lit(1000))
@@ -198,7 +218,7 @@ class BaseRun:
             return F.transform(F.sequence(self.start(p, r), self.start(p, r + 1) - 1),
                                lambda o: F.struct(p.cast("int").alias("partition"),
                                                   o.alias("offset"),
-                                                  self.layout.value(o * PARTITIONS + p)
+                                                  self.layout.value(o * self.layout.partitions + p)
                                                   .alias("value")))
         return F.concat(of(2 * k), of(2 * k + 1))
 
@@ -219,10 +239,9 @@ class BaseRun:
         pair to the next member."""
         return FIRST_MEMBER + g * MEMBERS + F.pmod(k + epoch + g, F.lit(MEMBERS))
 
-    @staticmethod
-    def pairs_where(keep) -> Column:
+    def pairs_where(self, keep) -> Column:
         """The partitions of the pairs k for which keep(k) holds."""
-        pairs = F.filter(F.sequence(F.lit(0), F.lit(PAIRS - 1)), keep)
+        pairs = F.filter(F.sequence(F.lit(0), F.lit(self.layout.pairs - 1)), keep)
         return F.flatten(F.transform(pairs, lambda kk: F.array(
             topic_partition(2 * kk), topic_partition(2 * kk + 1))))
 
@@ -296,7 +315,7 @@ class BaseRun:
         nemesis = op(start, start + 1, -1, F.when(F.pmod(epoch, F.lit(2)) == 1, "pause")
                      .otherwise("resume"), empty(), type_="info", value_json='{"nodes":["n1"]}')
         rebalance_ops = F.concat(F.array(nemesis), self.member_ops(start + 2, epoch, r - 1))
-        all_partitions = F.transform(F.sequence(F.lit(0), F.lit(PARTITIONS - 1)),
+        all_partitions = F.transform(F.sequence(F.lit(0), F.lit(layout.partitions - 1)),
                                      topic_partition)
         ends = op(start, start + 1, ADMIN, "end-offsets",
                   value_struct(partitions=all_partitions),
@@ -340,9 +359,10 @@ class BaseRun:
     def rows(self, spark: SparkSession) -> DataFrame:
         """One row per (round, pair), rounds 0 … R (R: the final phase), in
         history order, each with its `ops`."""
-        n = (self.layout.rounds + 1) * PAIRS
+        pairs = self.layout.pairs
+        n = (self.layout.rounds + 1) * pairs
         slices = max(2, -(-n // 100_000))
         ids = spark.range(0, n, 1, slices)
-        return ids.select(_div(F.col("id"), PAIRS).alias("r"),
-                          F.pmod(F.col("id"), F.lit(PAIRS)).alias("k")) \
+        return ids.select(_div(F.col("id"), pairs).alias("r"),
+                          F.pmod(F.col("id"), F.lit(pairs)).alias("k")) \
             .select(self.round_ops(F.col("r"), F.col("k")).alias("ops"))

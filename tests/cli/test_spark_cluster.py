@@ -53,7 +53,7 @@ def test_a_standalone_cluster_judges_as_local_does(spark, tmp_path, monkeypatch)
         assert judged(run) == judged(twin)
     assert json.loads((held / "results.json").read_text())["valid"] is True
     found = SimpleNamespace(**json.loads((generated / "results.json").read_text()))
-    table, extra = checker_scale.compare(found, cases=1)
+    table, extra = checker_scale.compare(found, generated)
     assert [r for r in table if not r["expected"] == r["found"] == r["on_own_partitions"]] == []
     assert extra == []
 
