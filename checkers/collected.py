@@ -30,8 +30,8 @@ class Collected:
 
     @classmethod
     def of(cls, rows: pa.Table, max_examples: int) -> "Collected":
-        """From every partition's findings (`OUTPUT` rows, the value
-        summaries left out). Examples are chosen in a fixed order (their
+        """From every partition's findings (`OUTPUT` rows, the candidate
+        values left out). Examples are chosen in a fixed order (their
         JSON text), so the same history always shows the same examples."""
         result = cls()
         stats = rows.filter(pc.equal(rows["type"], "stat")).group_by(["family", "stat", "key"]) \
