@@ -139,8 +139,7 @@ def _candidates(part: Partition, out: Findings) -> None:
     s, r = part.sends, part.reads
     placed = np.sort(part.records[1])
     first = starts(placed)
-    values = placed[first]
-    place_count = np.diff(np.append(np.flatnonzero(first), len(placed)))
+    values, place_count = placed[first], np.bincount(group_ids(first))
     sent = among(values, s.value[s.type != FAIL])
     read = among(values, r.value[r.has_value])
     out.candidates(values[suspect(place_count, sent, read)])
