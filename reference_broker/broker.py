@@ -1,6 +1,6 @@
 """The broker's state, below the protocol: the metadata image it follows,
-the partition replicas it hosts and their roles, the group coordinator and
-the producer ids — semantic operations that the per-API adapters in
+the partition replicas it hosts and their roles, the group and transaction
+coordinators and the producer ids — semantic operations that the per-API adapters in
 `protocol/` call, never seeing a socket.
 
 The broker learns the cluster only from the controller's metadata log
@@ -36,6 +36,7 @@ from reference_broker.controller.records import (
 from reference_broker.controller_link import ControllerLink
 from reference_broker.data_dir import CHECKPOINT, partition_dir, read_checkpoint, write_checkpoint
 from reference_broker.group import GroupConfig, GroupCoordinator
+from reference_broker.internal_topic import InternalTopic
 from reference_broker.log import PartitionLog
 from reference_broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from reference_broker.partition import Partition, now_ms
@@ -45,6 +46,10 @@ from reference_broker.replica_fetcher import ReplicaFetcher
 from reference_broker.replication import AlterIsr
 from reference_broker.topic_configs import ConfigChange, changed
 from reference_broker.topic_settings import TopicSettings
+from reference_broker.txn.coordinator import TransactionCoordinator, TxnConfig
+from reference_broker.txn.markers import MarkerChannel
+from reference_broker.txn.topic import TRANSACTION_STATE, TRANSACTION_TOPIC
+from reference_broker.txn.verification import Verifier
 
 log = logging.getLogger("reference_broker")
 
@@ -78,6 +83,15 @@ class Broker:
         self._image_grew = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
         self.producer_ids = ProducerIds(self.data_dir, self.node_id)
+        self.transaction_state = InternalTopic(self, TRANSACTION_STATE)
+        self.markers = MarkerChannel(self.image, self.node_id)
+        self.transactions = TransactionCoordinator(
+            self.transaction_state, self.markers, self.producer_ids.allocate, TxnConfig(
+                partitions=config["transaction.state.log.num.partitions"],
+                max_timeout_ms=config["transaction.max.timeout.ms"],
+                abort_interval_ms=config[
+                    "transaction.abort.timed.out.transaction.cleanup.interval.ms"]))
+        self.verifier = Verifier(self.transaction_state, self.transactions, self.node_id)
 
     @property
     def cluster_id(self) -> str | None:
@@ -113,6 +127,9 @@ class Broker:
         for fetcher in self.fetchers.values():
             fetcher.close()
         await self.coordinator.close()
+        await self.transactions.close()
+        self.markers.close()
+        self.verifier.close()
         self._write_checkpoint()
         for partition in self.partitions.values():
             partition.log.close()
@@ -175,7 +192,8 @@ class Broker:
                          state.leader_epoch)
             else:
                 partition.state = state
-            if state.topic == OFFSETS_TOPIC and was_leader != partition.is_leader:
+            if state.topic in (OFFSETS_TOPIC, TRANSACTION_TOPIC) \
+                    and was_leader != partition.is_leader:
                 self._move_coordinator(partition)
         self._assign_fetchers()
 
@@ -206,25 +224,36 @@ class Broker:
             partition = self.partitions.pop(key)
             if partition.is_leader and name == OFFSETS_TOPIC:
                 self.coordinator.unload(partition.index)
+            elif partition.is_leader and name == TRANSACTION_TOPIC:
+                self.transactions.unload(partition.index)
             partition.resign()
             partition.log.close()
             shutil.rmtree(self.data_dir / f"{name}-{partition.index}", ignore_errors=True)
         log.info("deleted topic %s", name)
 
     def _move_coordinator(self, partition: Partition) -> None:
-        """The group coordinator follows the `__consumer_offsets` leader: a
-        new leader replays the partition before serving its groups
-        (COORDINATOR_LOAD_IN_PROGRESS meanwhile); a deposed one unloads."""
+        """A coordinator follows its topic's leader: the group coordinator
+        `__consumer_offsets`', the transaction coordinator
+        `__transaction_state`'s. A new leader replays the partition before
+        serving (COORDINATOR_LOAD_IN_PROGRESS meanwhile); a deposed one
+        unloads. The transaction coordinator's epoch is the partition's
+        leader epoch."""
+        coordinator = self.coordinator if partition.topic == OFFSETS_TOPIC \
+            else self.transactions
         if not partition.is_leader:
-            self.coordinator.unload(partition.index)
+            coordinator.unload(partition.index)
             return
-        self.coordinator.begin_load(partition.index)
+        coordinator.begin_load(partition.index)
         leader = partition.leader
 
         def load() -> None:
             if partition.leader is not leader:
                 return      # deposed before the load ran
-            self.coordinator.load(partition.index, self.offsets.records_of(
+            if coordinator is self.transactions:
+                self.transactions.load(partition.index, partition.leader_epoch,
+                                       self.transaction_state.records_of(partition))
+                return
+            self.coordinator.load(partition.index, *self.offsets.replay(
                 partition, partial=COORDINATOR_PARTIAL_LOAD in self.config.bugs))
 
         asyncio.get_running_loop().call_soon(load)

@@ -60,6 +60,15 @@ SETTINGS = {
     "replica.high.watermark.checkpoint.interval.ms": Setting(int, 5000, "long"),
     "broker.session.timeout.ms": Setting(int, 9000, "int"),
     "broker.heartbeat.interval.ms": Setting(int, 2000, "int"),
+    "request.timeout.ms": Setting(int, 30000, "int"),
+    # The transaction coordinator's topic and rules (KIP-98, KIP-890).
+    "transaction.state.log.num.partitions": Setting(int, 50, "int"),
+    # capped by the brokers registered, as offsets.topic.replication.factor
+    "transaction.state.log.replication.factor": Setting(int, 3, "short"),
+    "transaction.state.log.min.isr": Setting(int, 2, "int"),
+    "transaction.max.timeout.ms": Setting(int, 900000, "int"),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": Setting(int, 10000, "int"),
+    "transaction.partition.verification.enable": Setting(_bool, True, "boolean"),
 }
 
 

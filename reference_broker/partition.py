@@ -1,6 +1,10 @@
 """One partition replica on this broker: its log, its producers, its role —
 leader, follower or neither — and who is waiting for it to grow.
 
+Its transactions (txn/partition_txns.py) give the last stable offset and
+the aborted ranges of read_committed reads; as leader it appends the
+coordinator's transaction markers.
+
 The role comes from the metadata image (Kafka's Partition.makeLeader /
 makeFollower). As leader it appends clients' batches and keeps a
 `LeaderState` (follower LEOs, high watermark, ISR proposals, acks=all
@@ -22,6 +26,7 @@ from reference_broker.bugs import (
     DEDUP_WINDOW_ONE, FETCH_ABOVE_HW, NO_IDEMPOTENT_DEDUP, NO_LEADER_EPOCH_FENCING,
 )
 from reference_broker.controller.records import PartitionState
+from reference_broker.internal_batches import decode_marker, encode_marker
 from reference_broker.log import (
     CorruptRecordError, InvalidRecordError, LogConfig, PartitionLog, parse_batches,
     validate_client_batches,
@@ -30,6 +35,7 @@ from reference_broker.producer_state import (
     BATCHES_TO_RETAIN, DuplicateSequence, InvalidProducerEpoch, OutOfOrderSequence, ProducerState,
 )
 from reference_broker.replication import AlterIsr, FetchedPartition, FollowerState, LeaderState
+from reference_broker.txn.partition_txns import AbortedTxn, Marker, PartitionTxns
 
 _log = logging.getLogger("reference_broker")
 
@@ -74,6 +80,10 @@ class Partition:
         self._retain = 1 if DEDUP_WINDOW_ONE in bugs else BATCHES_TO_RETAIN
         # KIP-98: producer state lives with the log and is rebuilt from it.
         self.producers = ProducerState.rebuild(log.headers(), retain=self._retain)
+        self.txns = PartitionTxns.rebuild(self._txn_batches())
+        # KIP-890 part 1: the verification a producer's first transactional
+        # batch here is waiting for, per producer id (Kafka's VerificationGuard).
+        self._verifying: dict[int, object] = {}
         self.state: PartitionState | None = None     # as the metadata image has it
         self.leader_epoch = -1
         self.leader: LeaderState | None = None
@@ -157,8 +167,10 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        # No transactions: everything below the high watermark is stable.
-        return self.high_watermark
+        return self.txns.last_stable_offset(self.high_watermark)
+
+    def aborted_transactions(self, fetch_offset: int, upper: int) -> list[AbortedTxn]:
+        return self.txns.aborted_between(fetch_offset, upper)
 
     def readable_end(self, isolation_level: int) -> int:
         """Where a consumer's reads stop: the last stable offset under
@@ -204,11 +216,16 @@ class Partition:
 
     # -- the leader's side -----------------------------------------------
 
-    def append(self, records: bytes, max_batch_bytes: int, acks: int = 1) -> ProduceResult:
+    def append(self, records: bytes, max_batch_bytes: int, acks: int = 1,
+               verified: object | None = None, *, coordinator: bool = False) -> ProduceResult:
         """Append one Produce request's batches for this partition, all or
         none: every batch is validated (framing, CRC, size, sequence) before
         any is written. acks=all is refused before anything is written when
-        the ISR is below min.insync.replicas (NOT_ENOUGH_REPLICAS)."""
+        the ISR is below min.insync.replicas (NOT_ENOUGH_REPLICAS).
+        `verified` is the guard of a transactional batch's verification
+        (`begin_verification`): it must still stand. A `coordinator`'s
+        own batches (AppendOrigin.COORDINATOR) skip the client-only rules:
+        they carry a producer id without sequences."""
         if self.leader is None:
             return ProduceResult(ErrorCode.not_leader_or_follower)
         # The log start offset of an error answer is Kafka's: -1 for the
@@ -222,7 +239,8 @@ class Partition:
             headers = parse_batches(records)
             # Kafka's LogValidator: one v2 batch per partition, counts that
             # match the offsets, no control batches from clients.
-            validate_client_batches(headers)
+            if not coordinator:
+                validate_client_batches(headers)
         except CorruptRecordError as e:
             return ProduceResult(ErrorCode.corrupt_message, message=str(e))
         except InvalidRecordError as e:
@@ -242,10 +260,14 @@ class Partition:
             if error:
                 return ProduceResult(error, -1, self.log.log_start_offset,
                                      message="the ISR is below min.insync.replicas")
+        txn_error = self._txn_error(headers, verified)
+        if txn_error:
+            return ProduceResult(txn_error, -1, self.log.log_start_offset,
+                                 message="record was not part of an ongoing transaction")
         retry = False
         try:
             for header in headers:
-                self.producers.check(header)
+                self.producers.check(header, sequence=not coordinator)
         except DuplicateSequence as dup:
             # A retry of a batch already in the log gets its original
             # offsets and nothing is appended (KIP-98; like UnifiedLog's
@@ -266,10 +288,58 @@ class Partition:
         if not retry:  # a re-written retry leaves the producer's sequence where it was
             for header in info.batches:
                 self.producers.record(header)
+                self.txns.record(header)
         self.leader.on_append(self.log.log_end_offset, now_ms())
         self._wake()
         return ProduceResult(ErrorCode.none, info.first_offset, self.log.log_start_offset,
                              last_offset=info.last_offset)
+
+    def _txn_error(self, headers, verified: object | None) -> ErrorCode:
+        """ProducerAppendInfo.appendDataBatch: a producer with a transaction
+        open here may only write transactionally; and (KIP-890 part 1,
+        UnifiedLog.maybeStartTransactionVerification) a transactional batch
+        that opens a transaction needs its verification to still stand:
+        a marker in between ends it, so a stale verification cannot
+        append into the next transaction (the ABA case)."""
+        for header in headers:
+            if not header.has_producer_id:
+                continue
+            open_here = self.txns.is_open(header.producer_id)
+            if open_here and not header.is_transactional:
+                return ErrorCode.invalid_txn_state
+            if header.is_transactional and not open_here and verified is not None \
+                    and self._verifying.get(header.producer_id) is not verified:
+                return ErrorCode.invalid_txn_state
+        return ErrorCode.none
+
+    def begin_verification(self, producer_id: int) -> object:
+        """A guard for a verification about to be asked of the coordinator."""
+        guard = self._verifying[producer_id] = object()
+        return guard
+
+    def append_marker(self, producer_id: int, producer_epoch: int, marker: Marker
+                      ) -> tuple[ErrorCode, int]:
+        """Write a transaction marker as leader (WriteTxnMarkers):
+        (error, its offset). Checked as ProducerAppendInfo.appendEndTxnMarker."""
+        if self.leader is None:
+            return ErrorCode.not_leader_or_follower, -1
+        entry = self.producers.producers.get(producer_id)
+        error = self.txns.check_marker(producer_epoch, -1 if entry is None else entry.epoch,
+                                       producer_id, marker.coordinator_epoch)
+        if error:
+            _log.warning("%s: refused %s marker of producer %d epoch %d coordinator epoch %d: %s",
+                         self, "COMMIT" if marker.result else "ABORT", producer_id,
+                         producer_epoch, marker.coordinator_epoch, error.name)
+            return error, -1
+        self._verifying.pop(producer_id, None)
+        info = self.log.append_as_leader(encode_marker(producer_id, producer_epoch, marker),
+                                         self.leader_epoch)
+        header, = info.batches
+        self.producers.record(header)
+        self.txns.record(header, marker)
+        self.leader.on_append(self.log.log_end_offset, now_ms())
+        self._wake()
+        return ErrorCode.none, header.last_offset
 
     async def wait_replicated(self, last_offset: int, timeout_s: float) -> ErrorCode:
         """acks=all: until the HW passes `last_offset` (DelayedProduce)."""
@@ -298,8 +368,12 @@ class Partition:
         if self.log.log_end_offset < end:
             self._rebuild_producers()   # cut at a divergence
         elif self.log.log_end_offset > end:
+            view, position = memoryview(fetched.records), 0
             for header in parse_batches(fetched.records, verify_crc=False):
                 self.producers.record(header)
+                raw = view[position:position + header.size]
+                position += header.size
+                self.txns.record(header, _marker(header, raw))
         self._wake()    # a consumer long-polling this follower (KIP-392) re-reads
 
     def truncate_out_of_range(self, leader_log_end_offset: int) -> None:
@@ -310,6 +384,17 @@ class Partition:
 
     def _rebuild_producers(self) -> None:
         self.producers = ProducerState.rebuild(self.log.headers(), retain=self._retain)
+        self.txns = PartitionTxns.rebuild(self._txn_batches())
+
+    def _txn_batches(self):
+        """(header, marker) of every batch, reading a batch's bytes only for
+        the transaction markers."""
+        for header in self.log.headers():
+            if header.is_control and header.is_transactional:
+                _, raw = next(self.log.batches(header.base_offset))
+                yield header, _marker(header, raw)
+            else:
+                yield header, None
 
     # -- waiting for data ------------------------------------------------
 
@@ -325,3 +410,7 @@ class Partition:
         for future in waiters:
             if not future.done():
                 future.set_result(None)
+
+
+def _marker(header, raw) -> Marker | None:
+    return decode_marker(bytes(raw)) if header.is_control and header.is_transactional else None

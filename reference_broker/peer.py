@@ -69,3 +69,26 @@ class Peer:
         if self._streams is not None:
             self._streams[1].close()
             self._streams = None
+
+
+class Peers:
+    """A connection per broker, for one kind of request this broker makes
+    of the others (transaction markers, verifications): kinds get pools of
+    their own so that one does not queue behind the other."""
+
+    def __init__(self, client_id: str):
+        self.client_id = client_id
+        self._peers: dict[int, Peer] = {}
+
+    def to(self, broker_id: int, host: str, port: int) -> Peer:
+        peer = self._peers.get(broker_id)
+        if peer is None or (peer.host, peer.port) != (host, port):
+            if peer is not None:
+                peer.close()
+            peer = self._peers[broker_id] = Peer(host, port, self.client_id)
+        return peer
+
+    def close(self) -> None:
+        for peer in self._peers.values():
+            peer.close()
+        self._peers.clear()

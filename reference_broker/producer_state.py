@@ -87,14 +87,22 @@ class ProducerState:
     # `dedup-window-one` bug switch (Kafka 0.11.0's single-batch cache).
     retain: int = BATCHES_TO_RETAIN
 
-    def check(self, header: BatchHeader) -> None:
+    def check(self, header: BatchHeader, *, sequence: bool = True) -> None:
         """Raise DuplicateSequence, InvalidProducerEpoch or OutOfOrderSequence
         for a client's batch about to be appended; nothing for a batch
-        without producer id."""
+        without producer id. Without `sequence`, the epoch only: a
+        coordinator's own transactional batch (TxnOffsetCommit) has no
+        sequence (ProducerAppendInfo checks sequences for clients only)."""
         if not header.has_producer_id:
             return
         entry = self.producers.get(header.producer_id)
         current_epoch = entry.epoch if entry is not None else NO_PRODUCER_EPOCH
+        if not sequence:
+            if header.producer_epoch < current_epoch:
+                raise InvalidProducerEpoch(
+                    f"epoch of producer {header.producer_id} is {header.producer_epoch}, "
+                    f"below the last seen epoch {current_epoch}")
+            return
         if entry is not None and header.producer_epoch == current_epoch:
             # ProducerStateEntry.findDuplicateBatch
             for batch in entry.batches:
@@ -125,7 +133,7 @@ class ProducerState:
             entry = self.producers[header.producer_id] = ProducerEntry(
                 batches=deque(maxlen=self.retain))
         entry.update_epoch(header.producer_epoch)
-        if header.is_control:
+        if header.is_control or header.base_sequence == NO_SEQUENCE:
             # A transaction marker moves the epoch only (appendEndTxnMarker).
             return
         entry.batches.append(BatchMetadata(

@@ -105,7 +105,8 @@ class GroupCoordinator:
         if partition not in self._owned:
             self._loading.add(partition)
 
-    def load(self, partition: int, records: Iterable[tuple[bytes, bytes | None]]) -> None:
+    def load(self, partition: int, records: Iterable[tuple[bytes, bytes | None]],
+             pending: dict[int, list[tuple[bytes, bytes | None]]] | None = None) -> None:
         """Replay one `__consumer_offsets` partition (key, value) in log order
         and start serving its groups. Must run inside the event loop: restored
         members get their session timers (GroupCoordinator.onGroupLoaded). An
@@ -114,7 +115,7 @@ class GroupCoordinator:
             log.info("__consumer_offsets-%d already loaded", partition)
             return
         try:
-            groups = storage.rebuild(records, self._now_ms())
+            groups = storage.rebuild(records, self._now_ms(), pending)
         except CorruptCoordinatorRecord:
             # As GroupMetadataManager.loadGroupsAndOffsets: log, load nothing, own the partition.
             log.exception("error loading __consumer_offsets-%d", partition)
@@ -281,6 +282,39 @@ class GroupCoordinator:
             # A commit from a member proves it is alive.
             self._membership.schedule_heartbeat(group, group.members[member_id])
         return await self._offsets.store(group, offsets, self._now_ms())
+
+    async def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                                 generation_id: int, member_id: str,
+                                 group_instance_id: str | None, offsets: Sequence[OffsetCommit]
+                                 ) -> dict[TopicPartition, ErrorCode]:
+        """handleTxnCommitOffsets: offsets written as the producer's
+        transactional batch, pending until its marker. Fenced by generation
+        and member only when the request names them (KIP-447, TxnOffsetCommit
+        v3); a group not yet known is created Empty."""
+        error = self._status_error(group_id, empty_id_allowed=True)
+        group = None
+        if error is None:
+            group = self._groups.get(group_id)
+            if group is None:
+                group = self._groups[group_id] = Group(group_id, GroupState.EMPTY,
+                                                       self._now_ms())
+            if group.state is GroupState.DEAD:
+                error = ErrorCode.coordinator_not_available
+            elif self._config.fence_commits and (generation_id >= 0 or member_id
+                                                 or group_instance_id is not None):
+                error = self._generation_error(group, generation_id, member_id,
+                                               group_instance_id)
+        if error is not None:
+            return {(o.topic, o.partition): error for o in offsets}
+        return await self._offsets.store(group, offsets, self._now_ms(),
+                                         producer=(producer_id, producer_epoch))
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker of the producer landed in this
+        `__consumer_offsets` partition (onTransactionCompleted)."""
+        for group in self._groups.values():
+            if self._partition(group.group_id) == partition:
+                self._offsets.complete_txn(group, producer_id, commit)
 
     def _commit_error(self, group: Group, generation_id: int, member_id: str,
                       instance_id: str | None) -> ErrorCode | None:

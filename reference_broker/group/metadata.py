@@ -85,6 +85,9 @@ class Group:
         self.pending_sync: set[str] = set()         # members that have not synced this generation
         # (topic, partition) -> (order in the log, value); see GroupCoordinator._install
         self.offsets: dict[tuple[str, int], tuple[int, OffsetCommitValue]] = {}
+        # TxnOffsetCommit's offsets, per producer id, until its transaction's
+        # marker commits or drops them (KIP-98's pendingTransactionalOffsetCommits).
+        self.pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetCommitValue]] = {}
         self.new_member_added = False               # InitialDelayedJoin may extend its delay
         self.join_timer: asyncio.TimerHandle | None = None
         self.join_is_initial = False                # the pending join is an InitialDelayedJoin

@@ -35,10 +35,12 @@ class GroupOffsets:
         self._spawn = spawn
         self._commit_order = itertools.count(1)   # 0 is every offset replayed by load()
 
-    async def store(self, group: Group, offsets: Sequence[OffsetCommit],
-                    now_ms: int) -> dict[TopicPartition, ErrorCode]:
+    async def store(self, group: Group, offsets: Sequence[OffsetCommit], now_ms: int,
+                    producer: tuple[int, int] | None = None) -> dict[TopicPartition, ErrorCode]:
         """Append the commits, stamped `now_ms` (their commit timestamp);
-        per partition, NONE or the error that refused it."""
+        per partition, NONE or the error that refused it. With a `producer`
+        (id, epoch), TxnOffsetCommit: the offsets stay pending until the
+        transaction's marker (`complete_txn`)."""
         results: dict[TopicPartition, ErrorCode] = {}
         values: dict[TopicPartition, OffsetCommitValue] = {}
         for commit in offsets:
@@ -52,18 +54,31 @@ class GroupOffsets:
         if values:
             # Shielded: once appended, the offset must reach the cache even if
             # the client goes away, or the cache and the log would disagree.
-            write = self._spawn(self._write(group, next(self._commit_order), values))
+            write = self._spawn(self._write(group, next(self._commit_order), values, producer))
             error = await asyncio.shield(write)
             results.update({tp: error for tp in values})
         return results
 
+    def complete_txn(self, group: Group, producer_id: int, commit: bool) -> None:
+        """The producer's transaction ended in the group's partition
+        (GroupMetadata.completePendingTxnOffsetCommit): a commit makes its
+        pending offsets the group's, later than every offset before."""
+        pending = group.pending_txn_offsets.pop(producer_id, None)
+        if pending and commit:
+            order = next(self._commit_order)
+            for tp, value in pending.items():
+                group.offsets[tp] = (order, value)
+
     async def _write(self, group: Group, order: int,
-                     values: dict[TopicPartition, OffsetCommitValue]) -> ErrorCode:
+                     values: dict[TopicPartition, OffsetCommitValue],
+                     producer: tuple[int, int] | None) -> ErrorCode:
         partition = partition_for(group.group_id, self._config.offsets_topic_partitions)
         error = await storage.append(self._store, partition,
                                      storage.offset_records(group.group_id, values),
-                                     for_commit=True)
-        if error is NONE and group.state is not GroupState.DEAD:
+                                     for_commit=True, producer=producer)
+        if error is NONE and group.state is not GroupState.DEAD and producer is not None:
+            group.pending_txn_offsets.setdefault(producer[0], {}).update(values)
+        elif error is NONE and group.state is not GroupState.DEAD:
             for tp, value in values.items():
                 # Concurrent commits may finish out of order; the one later in
                 # the log wins (GroupMetadata.onOffsetCommitAppend).

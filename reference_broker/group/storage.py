@@ -37,10 +37,12 @@ class StoreError(Exception):
 
 
 class OffsetStore(Protocol):
-    async def append(self, partition: int, records: list[Record]) -> None:
+    async def append(self, partition: int, records: list[Record],
+                     producer: tuple[int, int] | None = None) -> None:
         """Append key/value records to one `__consumer_offsets` partition,
         with acks=all, in the order calls are made (the records must enter the
-        log before the first await); raise StoreError on failure."""
+        log before the first await); raise StoreError on failure. With a
+        `producer` (id, epoch): as that producer's transactional batch."""
 
 
 # GroupMetadataManager.maybeConvertOffsetCommitError: log errors -> OffsetCommit errors.
@@ -95,11 +97,12 @@ def offset_records(group_id: str,
 
 
 async def append(store: OffsetStore, partition: int, batch: list[Record],
-                 *, for_commit: bool) -> ErrorCode:
+                 *, for_commit: bool, producer: tuple[int, int] | None = None) -> ErrorCode:
     """Append and translate a failure the way Kafka does for an offset
     commit (`for_commit`) or a group metadata write."""
     try:
-        await store.append(partition, batch)
+        await (store.append(partition, batch) if producer is None
+               else store.append(partition, batch, producer))
     except StoreError as failure:
         conversions = _COMMIT_ERRORS if for_commit else _GROUP_ERRORS
         return conversions.get(failure.error_code, failure.error_code)
@@ -111,8 +114,11 @@ async def append(store: OffsetStore, partition: int, batch: list[Record],
     return ErrorCode.none
 
 
-def rebuild(partition_records: Iterable[Record], now_ms: int) -> list[Group]:
-    """The groups of one partition, with their offsets, from its records.
+def rebuild(partition_records: Iterable[Record], now_ms: int,
+            pending: dict[int, list[Record]] | None = None) -> list[Group]:
+    """The groups of one partition, with their offsets, from its records;
+    `pending`: the offset records of transactions with no marker yet, per
+    producer id, which stay pending in their groups.
 
     Raises records.CorruptCoordinatorRecord on a record that does not decode.
     """
@@ -142,6 +148,17 @@ def rebuild(partition_records: Iterable[Record], now_ms: int) -> list[Group]:
                  else Group(group_id, GroupState.EMPTY, now_ms))
         group.offsets = offsets.get(group_id, {})
         groups.append(group)
+    by_id = {group.group_id: group for group in groups}
+    for producer_id, pending_records in (pending or {}).items():
+        for key, value in pending_records:
+            parsed = records.parse_key(key)
+            if isinstance(parsed, OffsetCommitKey) and value is not None:
+                group = by_id.get(parsed.group)
+                if group is None:
+                    group = by_id[parsed.group] = Group(parsed.group, GroupState.EMPTY, now_ms)
+                    groups.append(group)
+                group.pending_txn_offsets.setdefault(producer_id, {})[
+                    (parsed.topic, parsed.partition)] = records.parse_offset_commit_value(value)
     return groups
 
 

@@ -18,10 +18,12 @@ import logging
 from kio.index import api_key_map
 
 from reference_broker.protocol import (
-    api_versions, controller_apis, create_topics, delete_topics, describe_configs,
-    describe_groups, fetch, find_coordinator, heartbeat, incremental_alter_configs,
-    init_producer_id, join_group, leave_group, list_groups, list_offsets, metadata,
-    offset_commit, offset_fetch, offset_for_leader_epoch, produce, sync_group,
+    add_offsets_to_txn, add_partitions_to_txn, api_versions, controller_apis, create_topics,
+    delete_topics, describe_configs, describe_groups, describe_producers,
+    describe_transactions, end_txn, fetch, find_coordinator, heartbeat,
+    incremental_alter_configs, init_producer_id, join_group, leave_group, list_groups,
+    list_offsets, list_transactions, metadata, offset_commit, offset_fetch,
+    offset_for_leader_epoch, produce, sync_group, txn_offset_commit, write_txn_markers,
 )
 from reference_broker.protocol.framing import FrameError, UnsupportedRequest
 
@@ -47,11 +49,23 @@ BROKER_APIS = {
     20: (delete_topics, 1, 3),
     22: (init_producer_id, 0, 4),
     23: (offset_for_leader_epoch, 2, 3),
+    # Transactions (KIP-98; KIP-890 part 1): AddPartitionsToTxn v4 is the
+    # leaders' verification; EndTxn stops at v3, before KIP-890 part 2's
+    # epoch per transaction, which the clients we drive do not speak.
+    24: (add_partitions_to_txn, 0, 4),
+    25: (add_offsets_to_txn, 0, 3),
+    26: (end_txn, 0, 3),
+    27: (write_txn_markers, 1, 1),
+    28: (txn_offset_commit, 0, 3),
     # Per-topic configs. kio has DescribeConfigs from v1 (v0 lacks config
     # sources: clients that speak v0 speak v1, librdkafka asks up to v1) and
     # IncrementalAlterConfigs v0-v1 (KIP-339).
     32: (describe_configs, 1, 4),
     44: (incremental_alter_configs, 0, 1),
+    # KIP-664's views of transactions and producers.
+    61: (describe_producers, 0, 0),
+    65: (describe_transactions, 0, 0),
+    66: (list_transactions, 0, 1),
 }
 # What a controller answers: brokers' registrations, heartbeats, ISR
 # changes and metadata fetches, and the topic changes brokers forward.

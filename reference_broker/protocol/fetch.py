@@ -67,7 +67,7 @@ def _read(broker, shape, request, replica_id, reported):
         datas = []
         for want in topic.partitions:
             partition = broker.partition(topic.topic, want.partition)
-            error, records, diverging = ErrorCode.none, b"", None
+            error, records, diverging, aborted = ErrorCode.none, b"", None, ()
             if partition is None:
                 error = broker.missing_partition_error(topic.topic, want.partition)
             elif replica_id < 0 and request.__version__ >= FOLLOWER_FETCH_VERSION:
@@ -84,6 +84,14 @@ def _read(broker, shape, request, replica_id, reported):
                         upper = partition.readable_end(request.isolation_level)
                         limit = min(want.partition_max_bytes, budget - size)
                         records = partition.log.read(want.fetch_offset, max(limit, 0), upper)
+                        if request.isolation_level == READ_COMMITTED:
+                            # Every aborted transaction the records may
+                            # hold, so the reader can drop them (KIP-98).
+                            aborted = tuple(
+                                shape("AbortedTransaction", producer_id=txn.producer_id,
+                                      first_offset=txn.first_offset)
+                                for txn in partition.aborted_transactions(
+                                    want.fetch_offset, upper))
                         # KIP-74: only the response's first batch may exceed the
                         # limits; later partitions get none that does not fit.
                         if size > 0 and len(records) > limit:
@@ -108,7 +116,8 @@ def _read(broker, shape, request, replica_id, reported):
                 high_watermark=partition.high_watermark if ok else -1,
                 last_stable_offset=partition.last_stable_offset if ok else -1,
                 log_start_offset=partition.log.log_start_offset if ok else -1,
-                aborted_transactions=None if request.isolation_level != READ_COMMITTED else (),
+                aborted_transactions=None if request.isolation_level != READ_COMMITTED
+                else aborted,
                 preferred_read_replica=-1, records=records, **fields))
         responses.append(shape("FetchableTopicResponse", topic=topic.topic,
                                partitions=tuple(datas)))

@@ -1,23 +1,28 @@
-"""InitProducerId: a fresh producer id for an idempotent producer.
+"""InitProducerId: a producer id and epoch.
 
 Without a transactional id Kafka always hands out a new id with epoch 0,
 whatever id and epoch the request carries (KIP-360 bumps only apply to
 transactional producers; TransactionCoordinator.handleInitProducerId).
-Transactions are not implemented, so a transactional id is refused.
+With one, the transaction coordinator bumps the id's epoch, fencing the
+previous producer (txn/coordinator.py).
 """
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from reference_broker.protocol import producer_fenced
 from reference_broker.protocol.shapes import Shapes
 
 
 async def handle(broker, header, request):
     shape = Shapes(request)
-    if request.transactional_id is not None:
-        return shape("InitProducerIdResponse",
-                     error_code=ErrorCode.transactional_id_authorization_failed,
-                     producer_id=-1, producer_epoch=-1)
-    return shape("InitProducerIdResponse", error_code=ErrorCode.none,
-                 producer_id=broker.producer_ids.allocate(), producer_epoch=0)
+    if request.transactional_id is None:
+        return shape("InitProducerIdResponse", error_code=ErrorCode.none,
+                     producer_id=broker.producer_ids.allocate(), producer_epoch=0)
+    result = await broker.transactions.init_producer_id(
+        request.transactional_id, int(request.transaction_timeout.total_seconds() * 1000),
+        getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1))
+    return shape("InitProducerIdResponse",
+                 error_code=producer_fenced.for_version(result.error, request.__version__, 4),
+                 producer_id=result.producer_id, producer_epoch=result.producer_epoch)

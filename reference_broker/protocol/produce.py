@@ -7,6 +7,9 @@ append while the ISR is below min.insync.replicas, and otherwise answers
 once the high watermark passes every partition's batch, or at the request
 timeout (DelayedProduce): REQUEST_TIMED_OUT, or
 NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below the minimum.
+A transactional batch that would open a transaction on its partition is
+first verified with the transaction coordinator (KIP-890 part 1,
+transaction.partition.verification.enable; txn/verification.py).
 """
 
 from __future__ import annotations
@@ -31,8 +34,7 @@ class CloseConnection(Exception):
 
 async def handle(broker, header, request):
     shape = Shapes(request)
-    if request.transactional_id is not None:
-        return _answer_all(shape, request, ErrorCode.transactional_id_authorization_failed)
+    verified = await _verify(broker, request)
     # Per partition, in KafkaApis.handleProduceRequest's order: a partition
     # the metadata does not have, then the request-level record checks
     # (ProduceRequest.validateRecords: exactly one batch), then invalid acks
@@ -53,12 +55,15 @@ async def handle(broker, header, request):
                 error = ErrorCode.invalid_required_acks
             else:
                 error = missing
+            guard = verified.get((topic.name, data.index))
+            if error is None and isinstance(guard, ErrorCode):
+                error = guard
             if error is not None:
                 results.append([topic.name, data.index, None, error, -1, -1, -1, -1])
             else:
                 # max.message.bytes: the topic's, else message.max.bytes.
                 max_batch = broker.topic_settings.values(topic.name)["max.message.bytes"]
-                r = partition.append(data.records or b"", max_batch, request.acks)
+                r = partition.append(data.records or b"", max_batch, request.acks, guard)
                 if r.message:
                     log.debug("%s-%d: %s: %s", topic.name, data.index, r.error.name, r.message)
                 results.append([topic.name, data.index, partition, r.error, r.base_offset,
@@ -102,11 +107,29 @@ def _not_one_batch(records: bytes | None) -> bool:
         return False
 
 
-def _answer_all(shape, request, error):
-    return shape("ProduceResponse", responses=tuple(
-        shape("TopicProduceResponse", name=topic.name, partition_responses=tuple(
-            shape("PartitionProduceResponse", index=data.index, error_code=error,
-                  base_offset=-1, log_append_time=None, log_start_offset=-1,
-                  record_errors=(), error_message=None)
-            for data in topic.partition_data))
-        for topic in request.topic_data))
+async def _verify(broker, request) -> dict[tuple[str, int], object]:
+    """Per partition whose batch opens a transaction: the verification's
+    guard, or the Produce error the coordinator's answer became."""
+    if request.transactional_id is None \
+            or not broker.config["transaction.partition.verification.enable"]:
+        return {}
+    guards, producer = {}, None
+    for topic in request.topic_data:
+        for data in topic.partition_data:
+            partition = broker.partition(topic.name, data.index)
+            try:
+                headers = parse_batches(data.records or b"", verify_crc=False)
+            except CorruptRecordError:
+                continue    # the append refuses it
+            if partition is None or not partition.is_leader or len(headers) != 1:
+                continue
+            header = headers[0]
+            if header.is_transactional and header.has_producer_id \
+                    and not partition.txns.is_open(header.producer_id):
+                producer = (header.producer_id, header.producer_epoch)
+                guards[(topic.name, data.index)] = partition.begin_verification(
+                    header.producer_id)
+    if not guards:
+        return {}
+    errors = await broker.verifier.verify(request.transactional_id, *producer, list(guards))
+    return {key: errors[key] or guards[key] for key in guards}

@@ -181,7 +181,7 @@ def test_coordinator_partial_load(tmp_path, bug_on):
             record = (offset_commit_key("g", "t", 0),
                       offset_commit_value(OffsetCommitValue(offset, -1, "", 0)))
             p.append(encode_batch([record]), 1 << 20, acks=1)
-        coord.load(0, store.records_of(p, partial=bug_on))
+        coord.load(0, *store.replay(p, partial=bug_on))
         committed = coord.fetch_offsets("g", [("t", 0)]).offsets[("t", 0)].offset
         await coord.close()
         return committed

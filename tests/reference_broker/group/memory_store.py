@@ -21,7 +21,8 @@ class MemoryOffsetStore:
         self.failure: ErrorCode | None = None
         self.holds: list[asyncio.Event] | None = None   # set to a list to hold every append
 
-    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]],
+                     producer: tuple[int, int] | None = None) -> None:
         if self.failure is not None:
             raise StoreError(self.failure)
         self.partitions[partition].extend(records)

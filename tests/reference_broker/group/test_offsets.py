@@ -213,3 +213,29 @@ def test_fetch_all_partitions_or_a_list():
         assert coord.fetch_offsets("unknown", [("a", 0)]).offsets == {
             ("a", 0): CommittedOffset(-1, -1, "", NONE)}
     asyncio.run(scenario())
+
+
+def test_transactional_offsets_are_pending_until_their_marker():
+    """TxnOffsetCommit (KIP-98/447): written as the producer's batch, the
+    group's only after a COMMIT marker; an ABORT drops them; a request that
+    names an old generation is fenced like OffsetCommit."""
+    async def scenario():
+        store = MemoryOffsetStore()
+        coord = coordinator(store)
+        (member,) = await stable_group(coord, 1)
+        partition = coord._partition("g")
+        assert await coord.txn_commit_offsets("g", 7, 0, 1, member.member_id, None,
+                                              [OffsetCommit("t", 0, 5)]) == {("t", 0): NONE}
+        pending = committed(coord)
+        coord.complete_txn(partition, 7, commit=True)
+        after_commit = committed(coord)
+        await coord.txn_commit_offsets("g", 7, 0, 1, member.member_id, None,
+                                       [OffsetCommit("t", 0, 9)])
+        coord.complete_txn(partition, 7, commit=False)
+        after_abort = committed(coord)
+        fenced = await coord.txn_commit_offsets("g", 7, 0, 0, member.member_id, None,
+                                                [OffsetCommit("t", 0, 11)])
+        return pending, after_commit, after_abort, fenced
+    pending, after_commit, after_abort, fenced = asyncio.run(scenario())
+    assert (pending, after_commit, after_abort) == ([-1], [5], [5])
+    assert fenced == {("t", 0): ErrorCode.illegal_generation}

@@ -5,6 +5,8 @@ answered with the original offsets — also after a restart."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from kio.schema.errors import ErrorCode
 
@@ -225,14 +227,33 @@ def test_producer_dedup_survives_a_restart_on_the_same_data_dir(run_on_node):
     run_on_node(after)
 
 
-def test_transactional_produce_is_refused(run_on_node):
+def test_a_transactional_batch_outside_its_transaction_is_refused(run_on_node):
+    """KIP-890 part 1: the leader asks the coordinator before a batch opens
+    a transaction. A batch of a partition the transaction does not hold (a
+    late batch of an aborted transaction looks the same) is refused with
+    INVALID_TXN_STATE and appends nothing; once the partition is added it
+    is written."""
     async def scenario(node):
         client = node.connect()
         await new_topic(client)
-        request = entities.produce("t", 0, values_batch(1))
+        coordinator = node.broker.transactions
+        await node.broker.transaction_state.ensure()
+        for _ in range(100):
+            init = await coordinator.init_producer_id("tx", 60000)
+            if init.error == ErrorCode.none:
+                break
+            await asyncio.sleep(0.05)   # the coordinator is loading its partition
+        batch = values_batch(1, producer_id=init.producer_id, producer_epoch=init.producer_epoch,
+                             base_sequence=0, attributes=0x10)
+        request = entities.produce("t", 0, batch)
         request = type(request)(transactional_id="tx", acks=request.acks,
                                 timeout=request.timeout, topic_data=request.topic_data)
-        response = answer(await client.call(request))
-        assert response.error_code == ErrorCode.transactional_id_authorization_failed
-        assert node.broker.partition("t", 0).high_watermark == 0
+        refused = answer(await client.call(request))
+        assert refused.error_code == ErrorCode.invalid_txn_state
+        assert node.broker.partition("t", 0).log.log_end_offset == 0
+        assert await coordinator.add_partitions("tx", init.producer_id, init.producer_epoch,
+                                                [("t", 0)]) == ErrorCode.none
+        written = answer(await client.call(request))
+        assert (written.error_code, written.base_offset) == (ErrorCode.none, 0)
+        assert node.broker.partition("t", 0).last_stable_offset == 0   # open
     run_on_node(scenario)
