@@ -30,6 +30,7 @@ NO_LEADER_EPOCH_FENCING = "no-leader-epoch-fencing"
 FETCH_ABOVE_HW = "fetch-above-hw"
 OFFSETS_COMMIT_ACKS_ONE = "offsets-commit-acks-one"
 COORDINATOR_PARTIAL_LOAD = "coordinator-partial-load"
+LSO_INCLUSIVE = "lso-inclusive"
 
 CATALOGUE: dict[str, Bug] = {bug.name: bug for bug in (
     Bug(ACKS_ALL_IGNORES_MIN_ISR,
@@ -72,6 +73,10 @@ CATALOGUE: dict[str, Bug] = {bug.name: bug for bug in (
     Bug(NO_IDEMPOTENT_DEDUP,
         "a retried idempotent batch is written again instead of answered with its offsets",
         "Redpanda #3039"),
+    Bug(LSO_INCLUSIVE,
+        "read_committed fetches read up to and including the last stable offset, the first "
+        "record of the earliest open transaction",
+        "Redpanda PR #3036, Jepsen 2022's aborted reads"),
     Bug(NO_LEADER_EPOCH_FENCING,
         "leader epochs are neither told to clients (Metadata) nor checked when a request "
         "names one (Fetch, ListOffsets, OffsetForLeaderEpoch): stale requests are served "

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from reference_broker.bugs import (
-    DEDUP_WINDOW_ONE, FETCH_ABOVE_HW, NO_IDEMPOTENT_DEDUP, NO_LEADER_EPOCH_FENCING,
+    DEDUP_WINDOW_ONE, FETCH_ABOVE_HW, LSO_INCLUSIVE, NO_IDEMPOTENT_DEDUP,
+    NO_LEADER_EPOCH_FENCING,
 )
 from reference_broker.controller.records import PartitionState
 from reference_broker.internal_batches import decode_marker, encode_marker
@@ -176,11 +177,17 @@ class Partition:
         """Where a consumer's reads stop: the last stable offset under
         read_committed (isolation level 1), else the high watermark — or,
         under the `fetch-above-hw` bug, the log end: records no ISR has
-        confirmed, which a failover can take back."""
+        confirmed, which a failover can take back; under `lso-inclusive`,
+        one record into the earliest open transaction."""
         if FETCH_ABOVE_HW in self.bugs:
             return self.log.log_end_offset
-        return self.last_stable_offset if isolation_level == READ_COMMITTED \
-            else self.high_watermark
+        if isolation_level != READ_COMMITTED:
+            return self.high_watermark
+        stable = self.last_stable_offset
+        if LSO_INCLUSIVE in self.bugs and stable < self.high_watermark:
+            # Redpanda PR #3036: the exclusive bound used as an inclusive one.
+            return stable + 1
+        return stable
 
     # -- checks ----------------------------------------------------------
 

@@ -8,7 +8,10 @@ Fresh clients, assign mode, seek to beginning; on an indeterminate poll the
 reader becomes a new process with a new client and starts over from the
 beginning, until the ends are reached or `time_limit` runs out.
 
-Reaching the recorded ends is not where reading stops: the reader goes on
+A partition's position is the highest offset read + 1, or the client's
+own position where that is further: past transaction markers and aborted
+records, which no poll returns. Reaching the recorded ends is not where
+reading stops: the reader goes on
 until EMPTY_POLLS polls in a row return nothing, so the reads do not depend
 on an end that was stale when it was asked for (a high watermark a new
 leader had not caught up yet, or that a broker under-reports). What it read
@@ -126,5 +129,11 @@ class FinalReader:
                     past_end.setdefault(tp, set()).add(read["offset"])
             if outcome.type == "info":
                 return False
+            if not reads and not done():
+                # Transaction markers, and aborted records under
+                # read_committed, take offsets no poll returns: the
+                # client's position moves past them.
+                for tp, offset in client.positions(list(ends)).items():
+                    positions[tp] = max(positions.get(tp, 0), offset)
             empty = empty + 1 if tail and not reads else 0
         return done()

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 
 from history_analysis.history import schema as h
 from history_analysis.history.writer import HistoryWriter
-from workloads.clients import Outcome, make_consumer, make_producer
+from workloads.clients import (Outcome, make_consumer, make_producer,
+                               make_transactional_producer)
 from workloads.clients.base import offsets_value, partitions_value
 from workloads.queue_config import QueueConfig, Target
 
@@ -130,6 +131,10 @@ class Worker:
 
 
 class ProducerWorker(Worker):
+    """Sends unique values; with `transactions`, each operation is one
+    transaction over 1 to 3 partitions, committed or, with
+    `abort_probability`, aborted (f `txn`)."""
+
     def run(self) -> None:
         config, target = self.config, self.target
         # Hot partitions: Zipf weights 1, 1/2, 1/3, ... over a seeded order.
@@ -143,29 +148,46 @@ class ProducerWorker(Worker):
                 if self.crash_now():
                     client = self._crash(client)
                     continue
-                topic = self.rng.choice(target.topics)
-                partition = self.rng.choices(order, weights)[0]
+                places = [(self.rng.choice(target.topics), self.rng.choices(order, weights)[0])
+                          for _ in range(self.rng.randint(1, 3) if config.transactions else 1)]
                 # Several records of one op reach the same partition back to
                 # back: the client pipelines them as batches in flight
                 # together, up to max.in.flight (KIP-98 deduplicates 5).
-                sends = [(topic, partition, self.slot << VALUE_SLOT_SHIFT | n)
-                         for n in range(sent, sent + config.records_per_send)]
-                sent += config.records_per_send
-                outcome = self.call(
-                    "send", h.invocation("send", sends=[
-                        h.SEND_ASKED(topic=t, partition=p, value=v, offset=None)
-                        for t, p, v in sends]),
-                    lambda: client.send(sends, config.op_timeout))
+                sends = []
+                for topic, partition in dict.fromkeys(places):
+                    sends += [(topic, partition, self.slot << VALUE_SLOT_SHIFT | n)
+                              for n in range(sent, sent + config.records_per_send)]
+                    sent += config.records_per_send
+                asked = [h.SEND_ASKED(topic=t, partition=p, value=v, offset=None)
+                         for t, p, v in sends]
+                if config.transactions:
+                    commit = self.rng.random() >= config.abort_probability
+                    outcome = self.call("txn", h.invocation("txn", sends=asked, polls=False),
+                                        lambda: client.transaction(sends, commit,
+                                                                   config.op_timeout))
+                else:
+                    outcome = self.call("send", h.invocation("send", sends=asked),
+                                        lambda: client.send(sends, config.op_timeout))
                 if outcome.type == "info":
                     close_quietly(client)
                     self.next_process()
+                    client = self._client()
+                elif config.transactions and not client.usable:
+                    close_quietly(client)   # fatal after a definite end: same process
                     client = self._client()
         finally:
             close_quietly(client)
 
     def _client(self):
-        return make_producer(self.config.client, self.target.bootstrap,
-                             self.config.client_settings, f"kchaos-p{self.process}")
+        client_id = f"kchaos-p{self.process}"
+        if not self.config.transactions:
+            return make_producer(self.config.client, self.target.bootstrap,
+                                 self.config.client_settings, client_id)
+        # One transactional.id per slot, kept across processes: a new
+        # client's InitProducerId fences whatever the old one left open.
+        return make_transactional_producer(
+            self.config.client, self.target.bootstrap, self.config.client_settings, client_id,
+            f"{self.target.topics[0]}-tx{self.slot}", self.config.transaction_timeout_ms)
 
     def _crash(self, client):
         self.invoke("crash", h.invocation("crash"))

@@ -186,3 +186,17 @@ def test_coordinator_partial_load(tmp_path, bug_on):
         await coord.close()
         return committed
     assert asyncio.run(scenario()) == (5 if bug_on else 12)
+
+
+@pytest.mark.parametrize("bug_on", [False, True])
+def test_lso_inclusive(tmp_path, bug_on):
+    """An open transaction at offset 2: read_committed reads stop before it
+    (the last stable offset is exclusive), or under the bug take its first
+    record (Redpanda PR #3036)."""
+    p = partition(tmp_path, *(["lso-inclusive"] if bug_on else []))
+    p.append(values_batch(2), 1 << 20)
+    p.append(values_batch(3, producer_id=7, producer_epoch=0, base_sequence=0,
+                          attributes=0x10), 1 << 20)
+    assert (p.last_stable_offset, p.high_watermark) == (2, 5)
+    assert p.readable_end(READ_COMMITTED) == (3 if bug_on else 2)
+    assert p.readable_end(0) == 5

@@ -7,8 +7,9 @@ them.
 
 from __future__ import annotations
 
-from validation.recipes import clients, replication
+from validation.recipes import clients, replication, transactions
 from validation.recipes.recipe import Recipe
 
 RECIPES: dict[str, Recipe] = {recipe.switch: recipe
-                              for recipe in [*replication.RECIPES, *clients.RECIPES]}
+                              for recipe in [*replication.RECIPES, *clients.RECIPES,
+                                             *transactions.RECIPES]}

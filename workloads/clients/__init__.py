@@ -18,9 +18,10 @@ assign-only consumer that cannot commit.
 from __future__ import annotations
 
 from workloads.clients.base import (ClientSettings, ConsumerClient, Outcome,
-                                    ProducerClient)
+                                    ProducerClient, TransactionalProducerClient)
 
 LIBRARIES = ("confluent-kafka", "kafka-python", "java")
+TRANSACTIONAL_LIBRARIES = ("confluent-kafka",)
 
 
 def _library(library: str):
@@ -44,11 +45,23 @@ def make_producer(library: str, bootstrap: str, settings: ClientSettings,
     return producer(bootstrap, settings, client_id)
 
 
+def make_transactional_producer(library: str, bootstrap: str, settings: ClientSettings,
+                                client_id: str, transactional_id: str,
+                                transaction_timeout_ms: int) -> TransactionalProducerClient:
+    if library == "confluent-kafka":
+        from workloads.clients import confluent_txn
+        return confluent_txn.ConfluentTransactionalProducer(
+            bootstrap, settings, client_id, transactional_id, transaction_timeout_ms)
+    raise ValueError(f"library={library!r}: transactions are built for "
+                     f"{', '.join(TRANSACTIONAL_LIBRARIES)} only")
+
+
 def make_consumer(library: str, bootstrap: str, settings: ClientSettings, client_id: str,
                   group: str | None) -> ConsumerClient:
     _, consumer = _library(library)
     return consumer(bootstrap, settings, client_id, group)
 
 
-__all__ = ["LIBRARIES", "ClientSettings", "ConsumerClient", "Outcome", "ProducerClient",
-           "make_consumer", "make_producer"]
+__all__ = ["LIBRARIES", "TRANSACTIONAL_LIBRARIES", "ClientSettings", "ConsumerClient",
+           "Outcome", "ProducerClient", "TransactionalProducerClient", "make_consumer",
+           "make_producer", "make_transactional_producer"]

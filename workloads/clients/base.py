@@ -64,6 +64,13 @@ class ClientSettings:
     auto_offset_reset: str = setting(
         "earliest", "Where a consumer goes when its position is out of range (and a group "
         "with no commit starts).", choices=("earliest", "latest"))
+    # KIP-98: read_committed stops at the last stable offset and drops
+    # aborted transactions. Set for every library alike: their defaults
+    # differ (librdkafka read_committed, kafka-python and Java
+    # read_uncommitted), and without transactions both read the same.
+    isolation_level: str = setting(
+        "read_committed", "What consumers read of transactions: only committed ones, or "
+        "everything.", choices=("read_committed", "read_uncommitted"))
     retry_backoff_ms: int = setting(100, "Wait before a client retries a request.")
     reconnect_backoff_ms: int = setting(50, "First wait before reconnecting to a broker.")
     reconnect_backoff_max_ms: int = setting(1000, "Longest wait before reconnecting.")
@@ -85,6 +92,9 @@ class ClientSettings:
         if self.auto_offset_reset not in ("earliest", "latest"):
             raise ValueError(f"auto_offset_reset={self.auto_offset_reset!r}: use "
                              f'"earliest" or "latest"')
+        if self.isolation_level not in ("read_committed", "read_uncommitted"):
+            raise ValueError(f"isolation_level={self.isolation_level!r}: use "
+                             f'"read_committed" or "read_uncommitted"')
         if self.batch_size < 1:
             raise ValueError(f"batch_size={self.batch_size!r}: must be at least 1 byte "
                              f"(1 puts every record in a batch of its own)")
@@ -107,6 +117,18 @@ class ProducerClient(Protocol):
     def close(self) -> None: ...
 
 
+class TransactionalProducerClient(Protocol):
+    usable: bool    # false after a fatal error: close it and make a new one
+
+    def transaction(self, sends: list[tuple[str, int, int]], commit: bool,
+                    timeout: float) -> Outcome:
+        """One transaction: send each (topic, partition, value), then commit
+        (or abort). `ok`: committed; `fail`: certainly not committed; `info`:
+        unknown, and the producer is spent."""
+
+    def close(self) -> None: ...
+
+
 class ConsumerClient(Protocol):
     """A consumer of the group it was made with (or of none: assign only).
     poll, committed and end_offsets only read: their failures are `fail`,
@@ -120,6 +142,11 @@ class ConsumerClient(Protocol):
     def committed(self, group: str, partitions: list[tuple[str, int]],
                   timeout: float) -> Outcome: ...
     def end_offsets(self, partitions: list[tuple[str, int]], timeout: float) -> Outcome: ...
+    def positions(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The next offset the client would fetch of each assigned partition
+        it knows one for: past transaction markers and, under
+        read_committed, aborted records, which no poll returns. Not an
+        operation of the history: the final reads' own bookkeeping."""
     def close(self) -> None: ...
 
 

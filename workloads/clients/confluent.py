@@ -110,27 +110,34 @@ def _common(bootstrap: str, settings: ClientSettings, client_id: str) -> dict:
     }
 
 
+def producer_config(bootstrap: str, settings: ClientSettings, client_id: str) -> dict:
+    """librdkafka's names for a producer's settings (the transactional
+    producer's too, confluent_txn.py)."""
+    conf = {
+        **_common(bootstrap, settings, client_id),
+        "acks": settings.acks,
+        "enable.idempotence": settings.idempotence,
+        "max.in.flight.requests.per.connection": settings.max_in_flight,
+        "linger.ms": settings.linger_ms,
+        # A record larger than batch.size still goes, in a batch of its own.
+        "batch.size": settings.batch_size,
+        "message.timeout.ms": settings.delivery_timeout_ms,  # = delivery.timeout.ms
+        "request.timeout.ms": settings.request_timeout_ms,
+        # produce() never blocks, so Kafka's max.block.ms has no twin; this
+        # is how long a record waits for its topic to appear in the
+        # metadata before failing with UNKNOWN_TOPIC_OR_PART (default 30 s,
+        # longer than a delivery timeout: the record would time out, `info`).
+        "topic.metadata.propagation.max.ms": settings.max_block_ms,
+    }
+    if settings.retries is not None:
+        conf["retries"] = settings.retries
+    return conf
+
+
 class ConfluentProducer:
     def __init__(self, bootstrap: str, settings: ClientSettings, client_id: str):
         self._retries = settings.retries
-        conf = {
-            **_common(bootstrap, settings, client_id),
-            "acks": settings.acks,
-            "enable.idempotence": settings.idempotence,
-            "max.in.flight.requests.per.connection": settings.max_in_flight,
-            "linger.ms": settings.linger_ms,
-            # A record larger than batch.size still goes, in a batch of its own.
-            "batch.size": settings.batch_size,
-            "message.timeout.ms": settings.delivery_timeout_ms,  # = delivery.timeout.ms
-            "request.timeout.ms": settings.request_timeout_ms,
-            # produce() never blocks, so Kafka's max.block.ms has no twin; this
-            # is how long a record waits for its topic to appear in the
-            # metadata before failing with UNKNOWN_TOPIC_OR_PART (default 30 s,
-            # longer than a delivery timeout: the record would time out, `info`).
-            "topic.metadata.propagation.max.ms": settings.max_block_ms,
-        }
-        if settings.retries is not None:
-            conf["retries"] = settings.retries
+        conf = producer_config(bootstrap, settings, client_id)
         self._producer = Producer(conf)
         self._spent = False
         self._closed = False
@@ -203,6 +210,7 @@ class ConfluentConsumer:
             "group.id": group if group is not None else f"{client_id}-assign-only",
             "enable.auto.commit": False,
             "auto.offset.reset": settings.auto_offset_reset,
+            "isolation.level": settings.isolation_level,
             "enable.partition.eof": False,
             "session.timeout.ms": settings.session_timeout_ms,
             "heartbeat.interval.ms": settings.heartbeat_interval_ms,
@@ -359,6 +367,10 @@ class ConfluentConsumer:
                 return Outcome(FAIL, asked, f"no end of {tp.topic}-{tp.partition} in the answer")
         return Outcome(OK, h.completion("end-offsets", offsets=[
             end_at(tp.topic, tp.partition, tp.offset, tp.leader_epoch) for tp in answers]))
+
+    def positions(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        found = self._consumer.position([TopicPartition(t, p) for t, p in partitions])
+        return {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
 
     def close(self) -> None:
         if self._closed:

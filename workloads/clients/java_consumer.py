@@ -59,6 +59,7 @@ class JavaConsumer(JvmClient):
             "default.api.timeout.ms": settings.default_api_timeout_ms,
             "enable.auto.commit": False,
             "auto.offset.reset": settings.auto_offset_reset,
+            "isolation.level": settings.isolation_level,
             "session.timeout.ms": settings.session_timeout_ms,
             "heartbeat.interval.ms": settings.heartbeat_interval_ms,
             "max.poll.interval.ms": settings.max_poll_interval_ms,
@@ -236,6 +237,16 @@ class JavaConsumer(JvmClient):
             return Outcome(FAIL, asked, str(e))
         return Outcome(OK, h.completion("end-offsets", offsets=[
             end_at(t, p, offset, epoch) for t, p, offset, epoch in ends]))
+
+    def positions(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        def run(c, consumer):
+            assigned = consumer.assignment()
+            return [(t, p, consumer.position(self._tp(c, t, p), self._duration(c, 1.0)))
+                    for t, p in partitions if assigned.contains(self._tp(c, t, p))]
+        try:
+            return {(t, p): offset for t, p, offset in self._run(run, LOCAL_TIMEOUT + GRACE)}
+        except (JvmStartError, JvmGone, JavaError):
+            return {}
 
     def close(self) -> None:
         def close(c, consumer):

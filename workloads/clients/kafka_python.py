@@ -223,6 +223,7 @@ class KafkaPythonConsumer:
             "group_id": group,
             "enable_auto_commit": False,
             "auto_offset_reset": settings.auto_offset_reset,
+            "isolation_level": settings.isolation_level,
             "session_timeout_ms": settings.session_timeout_ms,
             "heartbeat_interval_ms": settings.heartbeat_interval_ms,
             "max_poll_interval_ms": settings.max_poll_interval_ms,
@@ -324,6 +325,20 @@ class KafkaPythonConsumer:
         # kafka-python's end_offsets keeps the answering leader's epoch to itself.
         return Outcome(OK, h.completion("end-offsets", offsets=[
             end_at(tp.topic, tp.partition, ends[tp]) for tp in tps]))
+
+    def positions(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        if self._consumer is None:
+            return {}
+        assigned = self._consumer.assignment()
+        found = {}
+        for t, p in partitions:
+            tp = TopicPartition(t, p)
+            if tp in assigned:
+                try:
+                    found[(t, p)] = self._consumer.position(tp, timeout_ms=1000)
+                except Errors.KafkaError:
+                    pass    # no position it can tell now: left out
+        return found
 
     def close(self) -> None:
         if self._consumer is not None:

@@ -1,0 +1,117 @@
+"""A transactional producer over confluent-kafka (librdkafka; KIP-98).
+
+One operation is one transaction: begin, produce every record, flush, then
+commit or abort. What the history can claim (docs/history.md):
+- `ok`: commit_transaction() returned — the transaction is committed;
+- `fail`: certainly not committed. The worker chose to abort, or a send or
+  the commit failed with an error that requires an abort
+  (txn_requires_abort) and the abort was made. No EndTxn(commit) was ever
+  sent, so no correct broker can commit it;
+- `info`: unknown — the commit timed out or hit a fatal error (fenced by a
+  newer producer of the same transactional.id, an epoch problem) after it
+  may have reached the coordinator.
+
+After a fatal error the producer cannot go on (`usable` is false): the
+worker makes a new one with the same transactional.id, whose
+init_transactions fences any transaction the old one left open.
+"""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from history_analysis.history import schema as h
+from workloads.clients.base import FAIL, INFO, OK, ClientSettings, Outcome, encode_value
+from workloads.clients.confluent import describe, producer_config
+
+
+class ConfluentTransactionalProducer:
+    def __init__(self, bootstrap: str, settings: ClientSettings, client_id: str,
+                 transactional_id: str, transaction_timeout_ms: int):
+        self._producer = Producer({
+            **producer_config(bootstrap, settings, client_id),
+            "transactional.id": transactional_id,
+            "transaction.timeout.ms": transaction_timeout_ms,
+        })
+        self._initialised = False
+        self.usable = True
+        self._closed = False
+
+    def transaction(self, sends: list[tuple[str, int, int]], commit: bool,
+                    timeout: float) -> Outcome:
+        if not self.usable:
+            raise RuntimeError("this transactional producer had a fatal error: close it and "
+                               "make a new one with the same transactional.id")
+        deadline = time.monotonic() + timeout
+        offsets: list[int | None] = [None] * len(sends)
+        try:
+            if not self._initialised:
+                self._producer.init_transactions(timeout)
+                self._initialised = True
+            self._producer.begin_transaction()
+        except KafkaException as e:
+            # Nothing was sent: certainly not committed.
+            return self._ended(FAIL, sends, None, e.args[0])
+        problems: list[KafkaError] = []
+
+        def delivered(i: int, err: KafkaError | None, msg) -> None:
+            if err is not None:
+                problems.append(err)
+            else:
+                offsets[i] = msg.offset()
+        try:
+            for i, (topic, partition, value) in enumerate(sends):
+                self._producer.produce(topic, encode_value(value), partition=partition,
+                                       on_delivery=lambda err, msg, i=i: delivered(i, err, msg))
+            left = self._producer.flush(max(0.0, deadline - time.monotonic()))
+        except (BufferError, KafkaException) as e:
+            return self._abort(sends, f"a send was refused: {e}")
+        if problems or left:
+            reason = describe(problems[0]) if problems else f"{left} record(s) undelivered"
+            return self._abort(sends, reason)
+        if not commit:
+            return self._abort(sends, "by choice")
+        return self._commit(sends, offsets, deadline)
+
+    def _commit(self, sends, offsets, deadline) -> Outcome:
+        while True:
+            try:
+                self._producer.commit_transaction(max(0.1, deadline - time.monotonic()))
+                return Outcome(OK, _value(sends, offsets))
+            except KafkaException as e:
+                error = e.args[0]
+                if error.txn_requires_abort():
+                    # The commit was refused before it could happen (a send
+                    # failed, the coordinator answered an abortable error).
+                    return self._abort(sends, describe(error))
+                if error.retriable() and time.monotonic() < deadline:
+                    continue    # librdkafka: call commit_transaction() again
+                return self._ended(INFO, sends, offsets, error)
+
+    def _abort(self, sends, reason: str) -> Outcome:
+        """Abort. Whatever the abort's own fate, the transaction was never
+        asked to commit: `fail`."""
+        try:
+            self._producer.abort_transaction(10)
+        except KafkaException as e:
+            self.usable = not e.args[0].fatal() and not e.args[0].retriable()
+        return Outcome(FAIL, _value(sends, None), f"ABORTED: {reason}")
+
+    def _ended(self, type_: str, sends, offsets, error: KafkaError) -> Outcome:
+        if error.fatal() or type_ == INFO:
+            self.usable = False
+        return Outcome(type_, _value(sends, offsets), describe(error))
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._producer.purge()
+            self._producer.close()
+
+
+def _value(sends, offsets) -> dict:
+    offsets = offsets or [None] * len(sends)
+    return h.completion("txn", sends=[h.SEND_DONE(topic=t, partition=p, value=v, offset=o)
+                                      for (t, p, v), o in zip(sends, offsets)], reads=[])
