@@ -3,8 +3,7 @@ uncompressed batch, and back, through kio's writer and reader.
 
 `__consumer_offsets` (offsets_topic.py), `__transaction_state`
 (txn/) and `__cluster_metadata` (metadata_batches.py) write their records
-this way, and so do transaction markers: the one-record control batch a
-coordinator's WriteTxnMarkers puts into each partition of a transaction.
+this way, and so do transaction markers (txn/partition_txns.py).
 Client batches are never re-encoded (log/batch.py keeps them as the bytes
 that arrived).
 """
@@ -12,7 +11,6 @@ that arrived).
 from __future__ import annotations
 
 import io
-import struct
 import time
 from datetime import datetime, timezone
 
@@ -21,16 +19,8 @@ from kio.records.schema import NewRecordBatch, Record
 from kio.records.writers import write_new_batch
 from kio.static.primitive import i8, i16, i32, i64
 
-from reference_broker.txn.partition_txns import Marker
-
-# MemoryRecords.writeEndTransactionalMarker: attributes transactional (bit
-# 4) | control (bit 5); the key is ControlRecordType (int16 version 0,
-# int16 type: ABORT 0, COMMIT 1), the value EndTransactionMarker (int16
-# version 0, int32 coordinator epoch).
-TRANSACTIONAL = 0x10
-_MARKER_ATTRIBUTES = TRANSACTIONAL | 0x20
-_CONTROL_KEY = struct.Struct(">hh")
-_MARKER_VALUE = struct.Struct(">hi")
+TRANSACTIONAL = 0x10     # a batch's attributes, bit 4 (KIP-98)
+CONTROL = 0x20           # bit 5: a control batch (transaction markers)
 
 
 def encode_batch(records: list[tuple[bytes, bytes | None]], *, producer_id: int = -1,
@@ -51,17 +41,3 @@ def decode_batch(raw: bytes) -> list[tuple[bytes, bytes | None]]:
     batch, _ = read_batch(raw, 0)
     return [(record.key, record.value) for record in batch.records]
 
-
-def encode_marker(producer_id: int, producer_epoch: int, marker: Marker) -> bytes:
-    return encode_batch([(_CONTROL_KEY.pack(0, marker.result),
-                          _MARKER_VALUE.pack(0, marker.coordinator_epoch))],
-                        producer_id=producer_id, producer_epoch=producer_epoch,
-                        attributes=_MARKER_ATTRIBUTES)
-
-
-def decode_marker(raw: bytes) -> Marker:
-    """The marker of a transactional control batch's bytes."""
-    (key, value), = decode_batch(raw)
-    _, result = _CONTROL_KEY.unpack_from(key)
-    _, coordinator_epoch = _MARKER_VALUE.unpack_from(value)
-    return Marker(result, coordinator_epoch)

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 from reference_broker.bugs import OFFSETS_COMMIT_ACKS_ONE
 from reference_broker.group import StoreError
-from reference_broker.internal_batches import decode_batch, decode_marker
+from reference_broker.internal_batches import decode_batch
 from reference_broker.internal_topic import HostBroker, InternalTopic, TopicSettings
-from reference_broker.txn.partition_txns import COMMIT
+from reference_broker.txn.partition_txns import COMMIT, decode_marker
 
 if TYPE_CHECKING:
     from reference_broker.partition import Partition

@@ -27,7 +27,6 @@ from reference_broker.bugs import (
     NO_LEADER_EPOCH_FENCING,
 )
 from reference_broker.controller.records import PartitionState
-from reference_broker.internal_batches import decode_marker, encode_marker
 from reference_broker.log import (
     CorruptRecordError, InvalidRecordError, LogConfig, PartitionLog, parse_batches,
     validate_client_batches,
@@ -36,7 +35,9 @@ from reference_broker.producer_state import (
     BATCHES_TO_RETAIN, DuplicateSequence, InvalidProducerEpoch, OutOfOrderSequence, ProducerState,
 )
 from reference_broker.replication import AlterIsr, FetchedPartition, FollowerState, LeaderState
-from reference_broker.txn.partition_txns import AbortedTxn, Marker, PartitionTxns
+from reference_broker.txn.partition_txns import (
+    AbortedTxn, Marker, PartitionTxns, encode_marker, marker_of,
+)
 
 _log = logging.getLogger("reference_broker")
 
@@ -81,7 +82,7 @@ class Partition:
         self._retain = 1 if DEDUP_WINDOW_ONE in bugs else BATCHES_TO_RETAIN
         # KIP-98: producer state lives with the log and is rebuilt from it.
         self.producers = ProducerState.rebuild(log.headers(), retain=self._retain)
-        self.txns = PartitionTxns.rebuild(self._txn_batches())
+        self.txns = PartitionTxns.of_log(log)
         # KIP-890 part 1: the verification a producer's first transactional
         # batch here is waiting for, per producer id (Kafka's VerificationGuard).
         self._verifying: dict[int, object] = {}
@@ -380,7 +381,7 @@ class Partition:
                 self.producers.record(header)
                 raw = view[position:position + header.size]
                 position += header.size
-                self.txns.record(header, _marker(header, raw))
+                self.txns.record(header, marker_of(header, raw))
         self._wake()    # a consumer long-polling this follower (KIP-392) re-reads
 
     def truncate_out_of_range(self, leader_log_end_offset: int) -> None:
@@ -391,17 +392,7 @@ class Partition:
 
     def _rebuild_producers(self) -> None:
         self.producers = ProducerState.rebuild(self.log.headers(), retain=self._retain)
-        self.txns = PartitionTxns.rebuild(self._txn_batches())
-
-    def _txn_batches(self):
-        """(header, marker) of every batch, reading a batch's bytes only for
-        the transaction markers."""
-        for header in self.log.headers():
-            if header.is_control and header.is_transactional:
-                _, raw = next(self.log.batches(header.base_offset))
-                yield header, _marker(header, raw)
-            else:
-                yield header, None
+        self.txns = PartitionTxns.of_log(self.log)
 
     # -- waiting for data ------------------------------------------------
 
@@ -417,7 +408,3 @@ class Partition:
         for future in waiters:
             if not future.done():
                 future.set_result(None)
-
-
-def _marker(header, raw) -> Marker | None:
-    return decode_marker(bytes(raw)) if header.is_control and header.is_transactional else None

@@ -25,11 +25,13 @@ From it come:
 from __future__ import annotations
 
 import bisect
+import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
+from reference_broker.internal_batches import CONTROL, TRANSACTIONAL, decode_batch, encode_batch
 from reference_broker.log.batch import BatchHeader
 
 ABORT, COMMIT = 0, 1    # ControlRecordType
@@ -83,6 +85,19 @@ class PartitionTxns:
             state.record(header, marker)
         return state
 
+    @classmethod
+    def of_log(cls, log) -> PartitionTxns:
+        """Rebuilt from a PartitionLog, reading a batch's bytes only for the
+        transaction markers."""
+        def batches():
+            for header in log.headers():
+                if header.is_control and header.is_transactional:
+                    _, raw = next(log.batches(header.base_offset))
+                    yield header, decode_marker(raw)
+                else:
+                    yield header, None
+        return cls.rebuild(batches())
+
     # -- what readers see -----------------------------------------------
 
     def last_stable_offset(self, high_watermark: int) -> int:
@@ -112,3 +127,31 @@ class PartitionTxns:
         if coordinator_epoch < self.coordinator_epochs.get(producer_id, -1):
             return ErrorCode.transaction_coordinator_fenced
         return ErrorCode.none
+
+
+# MemoryRecords.writeEndTransactionalMarker: a one-record control batch of
+# the transaction's producer id and epoch; the key is ControlRecordType
+# (int16 version 0, int16 type: ABORT 0, COMMIT 1), the value
+# EndTransactionMarker (int16 version 0, int32 coordinator epoch).
+_CONTROL_KEY = struct.Struct(">hh")
+_MARKER_VALUE = struct.Struct(">hi")
+
+
+def encode_marker(producer_id: int, producer_epoch: int, marker: Marker) -> bytes:
+    return encode_batch([(_CONTROL_KEY.pack(0, marker.result),
+                          _MARKER_VALUE.pack(0, marker.coordinator_epoch))],
+                        producer_id=producer_id, producer_epoch=producer_epoch,
+                        attributes=TRANSACTIONAL | CONTROL)
+
+
+def decode_marker(raw: bytes) -> Marker:
+    """The marker of a transactional control batch's bytes."""
+    (key, value), = decode_batch(bytes(raw))
+    _, result = _CONTROL_KEY.unpack_from(key)
+    _, coordinator_epoch = _MARKER_VALUE.unpack_from(value)
+    return Marker(result, coordinator_epoch)
+
+
+def marker_of(header: BatchHeader, raw) -> Marker | None:
+    """A batch's marker, or None for a batch of records."""
+    return decode_marker(raw) if header.is_control and header.is_transactional else None
