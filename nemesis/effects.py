@@ -14,8 +14,12 @@ import re
 # The faults whose injected errors a broker may die of: their start verbs.
 ERROR_FAULTS = frozenset({"disk-errors"})
 # What the injected errors look like in a broker's log: EIO (errno 5) as
-# Java and Python print it.
-IO_ERROR = re.compile(r"Input/output error|\[Errno 5\]|\bEIO\b")
+# Java and Python print it; and EIO on a memory-mapped file (Kafka's
+# indexes and snapshots), which the kernel delivers as SIGBUS and the JVM
+# reports as an InternalError (seen: a Kafka broker starting during disk
+# errors died so, with no "Input/output error" in its log).
+IO_ERROR = re.compile(r"Input/output error|\[Errno 5\]|\bEIO\b"
+                      r"|a fault occurred in (?:a recent|an) unsafe memory access")
 LINE_LIMIT = 400        # characters of the log line kept as evidence
 
 

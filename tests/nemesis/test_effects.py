@@ -17,6 +17,13 @@ KAFKA_HALT = (
     "leader-epoch-checkpoint: Input/output error\n"
     "2026-11-27T19:58:59.861 [main] ERROR ProcessTerminatingFaultHandler - Encountered fatal "
     "fault: caught exception\n")
+# EIO on an mmapped file: SIGBUS, which the JVM reports so (seen in a
+# Kafka run with disk errors on every node).
+KAFKA_SIGBUS = (
+    "2026-11-28T19:15:44.365 [main] ERROR kafka.server.SharedServer - [SharedServer id=2] Got "
+    "exception while starting SharedServer\n"
+    "java.lang.InternalError: a fault occurred in a recent unsafe memory access operation in "
+    "compiled Java code\n")
 REFERENCE_EXIT = "2026-11-27 12:00:01 ERROR broker: cannot serve p-1: [Errno 5] Input/output error"
 
 
@@ -29,6 +36,7 @@ def test_a_broker_that_died_of_errors_injected_on_its_node_is_the_faults_effect(
     assert explained("n2", realised, KAFKA_HALT).endswith("leader-epoch-checkpoint: "
                                                           "Input/output error")
     assert explained("n1", realised, REFERENCE_EXIT) == REFERENCE_EXIT
+    assert explained("n2", realised, KAFKA_SIGBUS).startswith("java.lang.InternalError")
 
 
 def test_near_misses_stay_node_failures():
@@ -42,3 +50,4 @@ def test_near_misses_stay_node_failures():
     # A stalled disk injects no error.
     assert explained("n2", [completion("stall-disk", ["n2"])], KAFKA_HALT) is None
     assert explained("n2", [], KAFKA_HALT) is None
+    assert explained("n3", [completion("disk-errors", ["n2"])], KAFKA_SIGBUS) is None
