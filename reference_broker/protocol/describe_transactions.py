@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from reference_broker.protocol.shapes import Shapes
+from reference_broker.txn.metadata import by_topic
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -15,9 +16,7 @@ async def handle(broker, header, request):
     states = []
     for transactional_id in request.transactional_ids:
         error, meta = broker.transactions.describe(transactional_id)
-        topics: dict[str, list[int]] = {}
-        for topic, index in sorted(meta.partitions if meta else ()):
-            topics.setdefault(topic, []).append(index)
+        topics = by_topic(meta.partitions if meta else ())
         states.append(shape(
             "TransactionState", error_code=error, transactional_id=transactional_id,
             transaction_state=meta.state.kafka_name if meta else "",

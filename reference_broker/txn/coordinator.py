@@ -97,6 +97,7 @@ class TransactionCoordinator:
         self._loading: set[int] = set()
         self._pending: set[str] = set()
         self._tasks: set[asyncio.Task] = set()
+        self._sweeper: asyncio.Task | None = None
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -124,8 +125,8 @@ class TransactionCoordinator:
                 self._spawn(self._complete(meta, coordinator_epoch))
         log.info("__transaction_state-%d loaded at coordinator epoch %d: %d ids", partition,
                  coordinator_epoch, len(loaded))
-        if len(self._owned) == 1:
-            self._spawn(self._abort_expired())
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = self._spawn(self._abort_expired())
 
     def unload(self, partition: int) -> None:
         self._owned.pop(partition, None)
@@ -142,10 +143,11 @@ class TransactionCoordinator:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    def _spawn(self, coroutine: Coroutine) -> None:
+    def _spawn(self, coroutine: Coroutine) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     def _ownership_error(self, transactional_id: str) -> ErrorCode:
         partition = self.partition_of(transactional_id)

@@ -25,7 +25,7 @@ from kio.schema.write_txn_markers.v1 import request as markers_v1
 from kio.static.primitive import i16, i32
 
 from reference_broker.peer import PeerError, Peers
-from reference_broker.txn.metadata import Partition
+from reference_broker.txn.metadata import Partition, by_topic
 
 if TYPE_CHECKING:
     from reference_broker.controller.image import MetadataImage
@@ -79,9 +79,7 @@ class MarkerChannel:
         info = self._image.brokers.get(leader)
         if info is None or info.fenced:
             return {}
-        topics: dict[str, list[int]] = defaultdict(list)
-        for topic, index in partitions:
-            topics[topic].append(index)
+        topics = by_topic(partitions)
         request = markers_v1.WriteTxnMarkersRequest(markers=(markers_v1.WritableTxnMarker(
             producer_id=ProducerId(producer_id), producer_epoch=i16(producer_epoch),
             transaction_result=bool(result), coordinator_epoch=i32(coordinator_epoch),

@@ -65,6 +65,14 @@ _ALLOWED_FROM = {
 Partition = tuple[str, int]
 
 
+def by_topic(partitions: Iterable[Partition]) -> dict[str, list[int]]:
+    """Partitions grouped as the protocol lists them: topic -> indexes, sorted."""
+    topics: dict[str, list[int]] = {}
+    for topic, index in sorted(partitions):
+        topics.setdefault(topic, []).append(index)
+    return topics
+
+
 @dataclass(frozen=True)
 class TxnMetadata:
     """One transactional id's durable state; every change is a new value,
@@ -111,9 +119,7 @@ def _read_string(data: bytes, at: int) -> tuple[str, int]:
 
 def encode(meta: TxnMetadata) -> tuple[bytes, bytes]:
     key = _SHORT.pack(0) + _string(meta.transactional_id)
-    topics: dict[str, list[int]] = {}
-    for topic, index in sorted(meta.partitions):
-        topics.setdefault(topic, []).append(index)
+    topics = by_topic(meta.partitions)
     value = [_VALUE_HEAD.pack(0, meta.producer_id, meta.producer_epoch, meta.timeout_ms,
                               meta.state), _INT.pack(len(topics))]
     for topic, indexes in topics.items():

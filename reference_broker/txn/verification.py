@@ -15,7 +15,6 @@ TRANSACTION_ABORTABLE is KIP-890's).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from kio.schema.add_partitions_to_txn.v4 import request as apt_v4
@@ -24,7 +23,7 @@ from kio.schema.types import ProducerId, TopicName, TransactionalId
 from kio.static.primitive import i16, i32
 
 from reference_broker.peer import PeerError, Peers
-from reference_broker.txn.metadata import Partition
+from reference_broker.txn.metadata import Partition, by_topic
 
 if TYPE_CHECKING:
     from reference_broker.internal_topic import InternalTopic
@@ -65,9 +64,7 @@ class Verifier:
         return {p: produce_error(answers.get(p, ErrorCode.not_coordinator)) for p in partitions}
 
     async def _ask(self, leader, transactional_id, producer_id, producer_epoch, partitions):
-        topics: dict[str, list[int]] = defaultdict(list)
-        for topic, index in partitions:
-            topics[topic].append(index)
+        topics = by_topic(partitions)
         request = apt_v4.AddPartitionsToTxnRequest(transactions=(
             apt_v4.AddPartitionsToTxnTransaction(
                 transactional_id=TransactionalId(transactional_id),
