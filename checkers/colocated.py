@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from checkers import (
-    duplicates, group_offsets, lost, poll_order, send_order, stats, version_order,
+    duplicates, group_offsets, lost, poll_order, send_order, stats, transactions, version_order,
 )
 from checkers.collected import Collected, Family
 from checkers.findings import CANDIDATE, OUTPUT, Findings
@@ -166,15 +166,19 @@ def collect(history: History, max_examples: int) -> Collected:
     """Counts and examples of every case type, statistics and errors: one
     job brings every partition's findings to the driver (a few rows each,
     cases being capped per partition), and a second, only if a partition
-    named candidate values, judges those across partitions. Built once per
-    history, for every family."""
+    named candidate values, judges those across partitions; a third, only
+    if the history holds transactions, judges them (checkers/transactions.py).
+    Built once per history, for every family."""
     def build() -> Collected:
         rows = findings(history, max_examples).toArrow()
         is_candidate = pc.equal(rows["type"], CANDIDATE)
         candidates = pc.unique(rows.filter(is_candidate)["value"])
-        rows = rows.filter(pc.invert(is_candidate))
+        rows = rows.filter(pc.invert(is_candidate)).cast(OUTPUT)
         if len(candidates):
-            rows = pa.concat_tables([rows.cast(OUTPUT), cross_partition_cases(
+            rows = pa.concat_tables([rows, cross_partition_cases(
                 history, candidates, max_examples).cast(OUTPUT)])
+        if transactions.has_transactions(history.summary()):
+            rows = pa.concat_tables([rows, transactions.cases(history, max_examples)
+                                     .cast(OUTPUT)])
         return Collected.of(rows, max_examples)
     return history.memo(("collected", max_examples), build)

@@ -41,7 +41,7 @@ OUTPUT = pa.schema([
     ("send_type", _text), ("end_offset", _long), ("committed_offset", _long),
     ("returned_offset", _long), ("first_read_offset", _long), ("count", _long),
     ("final_read_to", _long), ("read_epoch", _long), ("end_epoch", _long),
-    ("offsets", _longs), ("values", _longs),
+    ("offsets", _longs), ("values", _longs), ("lost_values", _longs),
     ("places", pa.list_(_PLACE)), ("place_count", _long), ("value_count", _long),
     ("evidence", _longs),
     # statistics and errors
@@ -71,6 +71,8 @@ CASE_FIELDS = {
     "group-lost": ("group", "topic", "partition", "value", "offset", "committed_offset",
                    "evidence"),
     "resume-skip": _RESUME, "resume-rewind": _RESUME,
+    "precommitted-read": ("topic", "partition", "offset", "value", "evidence"),
+    "torn-transaction": ("process", "values", "lost_values", "places", "evidence"),
     UNDECIDED: ("topic", "partition", "value", "offset", "evidence"),
     UNDECIDED_PARTITION: ("topic", "partition", "count", "end_offset", "final_read_to"),
     FINAL_READS_SHORT: ("topic", "partition", "end_offset", "final_read_to"),

@@ -55,7 +55,7 @@ class Table:
 
 
 _text = pa.string()
-OPS = Table("ops", extra=(("f", _text), ("error", _text)))
+OPS = Table("ops", extra=(("f", _text), ("error", _text), ("committing", pa.int64())))
 SENDS = Table("sends", item=SEND_DONE, pos=True)
 READS = Table("reads", item=READ, pos=True)
 COMMITS = Table("commits", extra=(("group", _text),), item=OFFSET_AT)
@@ -115,7 +115,7 @@ def derive(paired: pa.Table) -> dict[str, pa.Table]:
                  kind="subscribe", group=asked("group")),
     ]
     tables = {
-        OPS: ops,
+        OPS: ops.append_column("committing", done("committing")),
         SENDS: _records(envelope, pc.coalesce(done("sends"), asked("sends"))),
         READS: _records(envelope, done("reads")),
         COMMITS: _records(envelope, pc.coalesce(done("offsets"), asked("offsets")),

@@ -164,7 +164,8 @@ class ProducerWorker(Worker):
                     commit = self.rng.random() >= config.abort_probability
                     outcome = self.call("txn", h.invocation("txn", sends=asked, polls=False),
                                         lambda: client.transaction(sends, commit,
-                                                                   config.op_timeout))
+                                                                   config.op_timeout,
+                                                                   self.history.now))
                 else:
                     outcome = self.call("send", h.invocation("send", sends=asked),
                                         lambda: client.send(sends, config.op_timeout))

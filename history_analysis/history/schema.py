@@ -70,6 +70,9 @@ TEXT = Text()
 # batch was appended in; an end's, the epoch of the leader that answered.
 EPOCH = Int("a leader epoch (0 to 2147483647)", low=0, high=INT32_MAX, arrow=pa.int32())
 
+# The envelope's `time`: nanoseconds since the history's start.
+HISTORY_TIME = Int("nanoseconds since the history's start", low=0)
+
 TOPIC_PARTITION = Shape({"topic": TEXT, "partition": PARTITION})
 PARTITIONS = ListOf(TOPIC_PARTITION)
 SEND_ASKED = Shape({**TOPIC_PARTITION.fields, "value": INT64, "offset": Null(pa.int64())})
@@ -103,8 +106,11 @@ COMMIT = Shape({"group": TEXT, "offsets": ListOf(OFFSET_AT)})
 OPERATIONS: dict[str, tuple[Shape, Shape]] = {
     "send": (Shape({"sends": ListOf(SEND_ASKED)}), Shape({"sends": ListOf(SEND_DONE)})),
     "poll": (EMPTY, Shape({"reads": ListOf(READ), "rebalances": Nullable(ListOf(REBALANCE))})),
+    # `committing`: the history time at which the client asked to commit
+    # (null if it never did), so a read before it is a precommitted read.
     "txn": (Shape({"sends": ListOf(SEND_ASKED), "polls": Flag()}),
-            Shape({"sends": ListOf(SEND_DONE), "reads": ListOf(READ)})),
+            Shape({"sends": ListOf(SEND_DONE), "reads": ListOf(READ),
+                   "committing": Nullable(HISTORY_TIME)})),
     "assign": (ASSIGN, ASSIGN),
     "subscribe": (SUBSCRIBE, SUBSCRIBE),
     "commit": (COMMIT, COMMIT),

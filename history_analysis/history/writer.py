@@ -81,6 +81,12 @@ class HistoryWriter:
             body["phase"] = phase
         self._queue.put((time.monotonic_ns(), _encode(body)[1:]))
 
+    def now(self) -> int:
+        """The time an event appended now would carry (before the writer
+        keeps time non-decreasing): for values that name a moment, such as
+        a transaction's `committing`."""
+        return time.monotonic_ns() - self.start_ns
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True

@@ -64,6 +64,11 @@ MEANING = {
                   "ever given: at-least-once delivery is broken.",
     "resume-skip": "A member that was given a partition started reading after the group's "
                    "committed offset: the records in between were skipped.",
+    "precommitted-read": "A read returned a value of a transaction before the client had asked "
+                         "to commit it: a read_committed consumer saw a transaction still "
+                         "open (an inclusive last stable offset does this).",
+    "torn-transaction": "A committed transaction is visible in some of its partitions and "
+                        "lost in others (read past, never read): the commit was not atomic.",
     "resume-rewind": "A member that was given a partition started reading before the group's "
                      "committed offset and re-delivered committed records. Normal for Kafka; "
                      "reported, allowed.",
@@ -181,6 +186,15 @@ def sentence(type_: str, case: dict, evidence: Evidence) -> str:
             if value is not None else f"offset {offset} of {tp} was read holding {what}"
     if type_ == "aborted-read":
         return f"{evidence.reads_of(value)}; {evidence.send(value)}"
+    if type_ == "precommitted-read":
+        return f"{evidence.reads_of(value)}; {evidence.send(value)}, in a transaction " \
+               f"(history line {min(case['evidence'])}) that had not yet asked to commit"
+    if type_ == "torn-transaction":
+        lost = ", ".join(f"{v} at offset {p['offset']} of {p['topic']}-{p['partition']}"
+                         for v, p in zip(case["lost_values"][:4], case["places"][:4]))
+        return f"process {case['process']} committed a transaction; its values " \
+               f"{', '.join(map(str, case['values'][:4]))} were read, while {lost} were " \
+               f"read past and never read"
     if "offsets" in case and "values" in case and case.get("process") is not None:
         (a, b), (x, y) = case["offsets"][:2], case["values"][:2]
         return f"in {tp}, process {case['process']}: value {x} at offset {a}, then value {y} " \

@@ -92,6 +92,15 @@ class Ops:
                                              "offset": offset}]}
         return self.op(process, "committed", asked, done, **kw)
 
+    def txn(self, process, *sends, type="ok", committing=None, **kw):
+        """One transaction: sends (topic, partition, value, offset) tuples;
+        committing: the history time it asked to commit (None: never)."""
+        asked = [{"topic": t, "partition": p, "value": v, "offset": None}
+                 for t, p, v, _ in sends]
+        done = {"sends": [dict(a, offset=o) for a, (*_, o) in zip(asked, sends)], "reads": [],
+                **({} if committing is None else {"committing": committing})}
+        return self.op(process, "txn", {"sends": asked, "polls": False}, done, type=type, **kw)
+
     def end_offsets(self, process, *ends, phase="final", **kw):
         """ends: (topic, partition, offset[, epoch]), epoch: the answering
         leader's; phase None: asked in the main phase."""

@@ -76,19 +76,20 @@ def test_every_table_has_exactly_the_expected_rows(tmp_path):
     assert result.events == 21 and result.unmatched == 1 and result.truncated_line == 22
 
     # Every table: op_index, invoke_index, invoke_time, time, process, type,
-    # phase, then its own columns; rows in history order of the completions.
+    # phase, then its own columns (ops: f, error, committing: a txn's only);
+    # rows in history order of the completions.
     assert rows(run, "ops") == [
-        (2, 0, 0, 20, 0, "ok", "main", "send", None),
-        (3, 1, 10, 30, 1, "ok", "main", "assign", None),
-        (6, 4, 40, 60, -1, "info", "main", "kill", None),
-        (7, 5, 50, 70, 2, "ok", "main", "subscribe", None),
-        (10, 8, 80, 100, 1, "ok", "main", "poll", None),
-        (11, 9, 90, 110, 2, "info", "main", "poll", "session timed out"),
-        (13, 12, 120, 130, 3, "ok", "main", "commit", None),
-        (15, 14, 140, 150, 4, "ok", "main", "committed", None),
-        (17, 16, 160, 170, 5, "fail", "main", "send", "invalid config"),
-        (19, 18, 180, 190, 6, "ok", "final", "end-offsets", None),
-        (20, 20, 200, None, 7, "info", "main", "send", None),
+        (2, 0, 0, 20, 0, "ok", "main", "send", None, None),
+        (3, 1, 10, 30, 1, "ok", "main", "assign", None, None),
+        (6, 4, 40, 60, -1, "info", "main", "kill", None, None),
+        (7, 5, 50, 70, 2, "ok", "main", "subscribe", None, None),
+        (10, 8, 80, 100, 1, "ok", "main", "poll", None, None),
+        (11, 9, 90, 110, 2, "info", "main", "poll", "session timed out", None),
+        (13, 12, 120, 130, 3, "ok", "main", "commit", None, None),
+        (15, 14, 140, 150, 4, "ok", "main", "committed", None, None),
+        (17, 16, 160, 170, 5, "fail", "main", "send", "invalid config", None),
+        (19, 18, 180, 190, 6, "ok", "final", "end-offsets", None, None),
+        (20, 20, 200, None, 7, "info", "main", "send", None, None),
     ]
     envelope = {2: (2, 0, 0, 20, 0, "ok", "main"), 17: (17, 16, 160, 170, 5, "fail", "main"),
                 20: (20, 20, 200, None, 7, "info", "main")}
@@ -202,7 +203,7 @@ def test_valid_lines_arrow_refuses_are_parsed_by_python(tmp_path):
     (run / "history.jsonl").write_text("\n".join(text) + "\n")
     again = ingest(run)
     assert again.rows == plain.rows
-    assert rows(run, "ops")[0] == (2, 0, 0, 20, 0, "ok", "main", "send", None)
+    assert rows(run, "ops")[0] == (2, 0, 0, 20, 0, "ok", "main", "send", None, None)
     assert [r[7] for r in rows(run, "nemesis")] == ["kill"]
 
 

@@ -9,7 +9,7 @@ from validation.recipes.recipe import Recipe
 RECIPES: list[Recipe] = [
     Recipe(
         switch="lso-inclusive",
-        expected=frozenset({"aborted-read"}),
+        expected=frozenset({"aborted-read", "precommitted-read"}),
         config=dict(time_limit=20, transactions=True, abort_probability=0.5,
                     consumer_mode="assign", recovery_time=3, final_time_limit=30),
         why="No fault is needed: consumers poll at the tail, so a read_committed fetch "

@@ -19,6 +19,7 @@ init_transactions fences any transaction the old one left open.
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
@@ -40,7 +41,9 @@ class ConfluentTransactionalProducer:
         self._closed = False
 
     def transaction(self, sends: list[tuple[str, int, int]], commit: bool,
-                    timeout: float) -> Outcome:
+                    timeout: float, clock: Callable[[], int]) -> Outcome:
+        """`clock`: the history's time, read as the commit is asked for
+        (the completion's `committing`)."""
         if not self.usable:
             raise RuntimeError("this transactional producer had a fatal error: close it and "
                                "make a new one with the same transactional.id")
@@ -73,36 +76,37 @@ class ConfluentTransactionalProducer:
             return self._abort(sends, reason)
         if not commit:
             return self._abort(sends, "by choice")
-        return self._commit(sends, offsets, deadline)
+        return self._commit(sends, offsets, deadline, clock())
 
-    def _commit(self, sends, offsets, deadline) -> Outcome:
+    def _commit(self, sends, offsets, deadline, committing: int) -> Outcome:
         while True:
             try:
                 self._producer.commit_transaction(max(0.1, deadline - time.monotonic()))
-                return Outcome(OK, _value(sends, offsets))
+                return Outcome(OK, _value(sends, offsets, committing))
             except KafkaException as e:
                 error = e.args[0]
                 if error.txn_requires_abort():
                     # The commit was refused before it could happen (a send
                     # failed, the coordinator answered an abortable error).
-                    return self._abort(sends, describe(error))
+                    return self._abort(sends, describe(error), committing)
                 if error.retriable() and time.monotonic() < deadline:
                     continue    # librdkafka: call commit_transaction() again
-                return self._ended(INFO, sends, offsets, error)
+                return self._ended(INFO, sends, offsets, error, committing)
 
-    def _abort(self, sends, reason: str) -> Outcome:
+    def _abort(self, sends, reason: str, committing: int | None = None) -> Outcome:
         """Abort. Whatever the abort's own fate, the transaction was never
         asked to commit: `fail`."""
         try:
             self._producer.abort_transaction(10)
         except KafkaException as e:
             self.usable = not e.args[0].fatal() and not e.args[0].retriable()
-        return Outcome(FAIL, _value(sends, None), f"ABORTED: {reason}")
+        return Outcome(FAIL, _value(sends, None, committing), f"ABORTED: {reason}")
 
-    def _ended(self, type_: str, sends, offsets, error: KafkaError) -> Outcome:
+    def _ended(self, type_: str, sends, offsets, error: KafkaError,
+               committing: int | None = None) -> Outcome:
         if error.fatal() or type_ == INFO:
             self.usable = False
-        return Outcome(type_, _value(sends, offsets), describe(error))
+        return Outcome(type_, _value(sends, offsets, committing), describe(error))
 
     def close(self) -> None:
         if not self._closed:
@@ -111,7 +115,9 @@ class ConfluentTransactionalProducer:
             self._producer.close()
 
 
-def _value(sends, offsets) -> dict:
+def _value(sends, offsets, committing: int | None) -> dict:
     offsets = offsets or [None] * len(sends)
+    extra = {} if committing is None else {"committing": committing}
     return h.completion("txn", sends=[h.SEND_DONE(topic=t, partition=p, value=v, offset=o)
-                                      for (t, p, v), o in zip(sends, offsets)], reads=[])
+                                      for (t, p, v), o in zip(sends, offsets)], reads=[],
+                        **extra)

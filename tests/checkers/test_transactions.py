@@ -1,0 +1,89 @@
+"""transactions: precommitted-read and torn-transaction, on a history
+where each scenario shows one case (each on its own topic) and on
+near-misses that must report nothing. History times are 10 ns per event
+(tests/checkers/conftest.py), so `committing` is given in those units."""
+
+from __future__ import annotations
+
+import pytest
+
+from checkers import transactions
+from tests.checkers.conftest import Ops
+
+pytestmark = pytest.mark.spark
+
+
+def now(ops: Ops) -> int:
+    """The history time of the next event."""
+    return 10 * len(ops.events)
+
+
+def test_anomalies(run_checker):
+    ops = Ops()
+    # precommitted: p1's transaction is open (sent, not yet asked to
+    # commit) when p2's poll returns its value.
+    ops.txn(1, ("a", 0, 10, 0), pending=True)
+    ops.poll(2, ("a", 0, 0, 10)); early_read = ops.last
+    ops._pending[1]["value"]["committing"] = now(ops)
+    ops.complete(1); early_txn = ops.last
+    # precommitted, by the invocation alone: read before its transaction
+    # began (an info transaction that never recorded `committing`).
+    ops.poll(3, ("b", 0, 0, 11)); future_read = ops.last
+    ops.txn(4, ("b", 0, 11, None), type="info", error="timed out"); future_txn = ops.last
+    # torn: a committed transaction over c-0 and c-1; 20 is read, 21 is
+    # read past (offset 1 of c-1 was read) and never read.
+    ops.txn(5, ("c", 0, 20, 0), ("c", 1, 21, 0), committing=now(ops) + 5); torn_txn = ops.last
+    ops.poll(6, ("c", 0, 0, 20)); seen = ops.last
+    ops.send(7, "c", 1, 22, offsets=[1])
+    ops.poll(6, ("c", 1, 1, 22)); past = ops.last
+
+    result = run_checker(transactions, ops)
+
+    assert result.counts == {"precommitted-read": 2, "torn-transaction": 1}
+    assert sorted(result.anomalies["precommitted-read"], key=lambda c: c["value"]) == [
+        {"type": "precommitted-read", "topic": "a", "partition": 0, "offset": 0, "value": 10,
+         "evidence": [early_txn, early_read]},
+        {"type": "precommitted-read", "topic": "b", "partition": 0, "offset": 0, "value": 11,
+         "evidence": [future_txn, future_read]},
+    ]
+    assert result.anomalies["torn-transaction"] == [{
+        "type": "torn-transaction", "process": 5, "values": [20], "lost_values": [21],
+        "places": [{"topic": "c", "partition": 1, "offset": 0}],
+        "evidence": sorted([torn_txn, seen, past])}]
+    assert result.stats["transactions"] == {"transactions": 3}
+
+
+def test_near_misses(run_checker):
+    ops = Ops()
+    # Read after the commit was asked: what read_committed allows.
+    ops.txn(1, ("a", 0, 10, 0), committing=now(ops) + 5)
+    ops.poll(2, ("a", 0, 0, 10))
+    # Read of an aborted transaction's value: aborted-read's, not this family's.
+    ops.poll(3, ("b", 0, 0, 11))
+    ops.txn(4, ("b", 0, 11, None), type="fail", error="ABORTED: by choice")
+    # Committed, one half read, the other never read and never read past
+    # (unseen at most: the lost family's to judge, not a torn commit).
+    ops.txn(5, ("c", 0, 20, 0), ("c", 1, 21, 0), committing=now(ops) + 5)
+    ops.poll(6, ("c", 0, 0, 20))
+    # Committed, every value read past and none read: lost, not torn.
+    ops.txn(5, ("d", 0, 30, 0), ("d", 1, 31, 0), committing=now(ops) + 5)
+    ops.send(7, "d", 0, 32, offsets=[1]); ops.send(7, "d", 1, 33, offsets=[1])
+    ops.poll(6, ("d", 0, 1, 32), ("d", 1, 1, 33))
+    # An info transaction half read: not known committed.
+    ops.txn(8, ("e", 0, 40, 0), ("e", 1, 41, 0), type="info", committing=now(ops) + 5)
+    ops.send(7, "e", 1, 42, offsets=[1])
+    ops.poll(6, ("e", 0, 0, 40), ("e", 1, 1, 42))
+    # Committed and wholly read.
+    ops.txn(9, ("f", 0, 50, 0), ("f", 1, 51, 0), committing=now(ops) + 5)
+    ops.poll(6, ("f", 0, 0, 50), ("f", 1, 0, 51))
+
+    result = run_checker(transactions, ops)
+
+    assert result.counts == {}
+    assert result.stats["transactions"] == {"transactions": 6}
+
+
+def test_a_history_without_transactions_is_not_judged(run_checker):
+    ops = Ops().send(1, "a", 0, 1, offsets=[0]).poll(2, ("a", 0, 0, 1))
+    result = run_checker(transactions, ops)
+    assert result.counts == {} and result.stats["transactions"] == {"transactions": 0}
