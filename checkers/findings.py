@@ -73,6 +73,7 @@ CASE_FIELDS = {
     "resume-skip": _RESUME, "resume-rewind": _RESUME,
     "precommitted-read": ("topic", "partition", "offset", "value", "evidence"),
     "torn-transaction": ("process", "values", "lost_values", "places", "evidence"),
+    "stuck-lso": ("topic", "partition", "offset", "end_offset", "evidence"),
     UNDECIDED: ("topic", "partition", "value", "offset", "evidence"),
     UNDECIDED_PARTITION: ("topic", "partition", "count", "end_offset", "final_read_to"),
     FINAL_READS_SHORT: ("topic", "partition", "end_offset", "final_read_to"),

@@ -1,5 +1,5 @@
-"""What a transaction promises beyond each of its records: `precommitted-read`
-and `torn-transaction` (docs/anomalies.md). A transaction is one `txn`
+"""What a transaction promises beyond each of its records: `precommitted-read`,
+`torn-transaction` and `stuck-lso` (docs/anomalies.md). A transaction is one `txn`
 operation (docs/history.md): its sends, and if the client asked to commit,
 the history time at which it asked (`committing`).
 
@@ -21,7 +21,17 @@ others. A case names both halves: the values read, the values lost with
 their places, and as evidence the transaction, a read of a seen value and,
 per lost value, the poll that read furthest past it.
 
-Both are judged across partitions, in Spark over the tables (the sends of
+`stuck-lso`: a partition's last stable offset stayed below its high
+watermark to the end of the final phase's wait (workloads/final.py): the
+last end-offsets asked under read_committed in the final phase answered
+less than one asked under read_uncommitted before it. The producers had
+stopped before that phase and the wait outlasts the transaction timeout and
+an abort sweep, so every transaction left open must have been aborted by
+then; a transaction that never ends (a late produce the coordinator does not
+know of, KIP-890's motivation) holds the offset, and read_committed
+consumers never see anything after it. Evidence: the two end-offsets.
+
+The first two are judged across partitions, in Spark over the tables (the sends of
 transactions joined with the reads of their values), only when the history
 holds transactions.
 """
@@ -40,7 +50,7 @@ from checkers.result import CheckResult
 from checkers.summary import Summary
 
 FAMILY = "transactions"
-TYPES = ("precommitted-read", "torn-transaction")
+TYPES = ("precommitted-read", "torn-transaction", "stuck-lso")
 LISTED = 16     # values and evidence listed per torn transaction (the counts are whole)
 
 
@@ -61,6 +71,7 @@ def cases(history: History, max_examples: int) -> pa.Table:
     reads = history["reads"].where((F.col("type") == "ok") & F.col("value").isNotNull())
     _precommitted(out, txn_sends, reads)
     _torn(out, txn_sends.where(F.col("txn_type") == "ok"), reads)
+    _stuck(out, history["end_offsets"])
     out.stat(FAMILY, "transactions", txns.count())
     return out.table()
 
@@ -125,6 +136,31 @@ def _torn(out: Findings, committed, reads) -> None:
               values=pa.array(seen_values, long_lists),
               lost_values=pa.array(lost_values, long_lists),
               places=pa.array(places), evidence=pa.array(evidence, long_lists))
+
+
+def _stuck(out: Findings, ends) -> None:
+    """The last final-phase read_committed end of each partition against
+    the highest read_uncommitted end asked before it."""
+    ends = ends.where((F.col("phase") == "final") & F.col("isolation").isNotNull()) \
+        .select("topic", "partition", "offset", "op_index", "isolation")
+    committed = ends.where(F.col("isolation") == "read_committed") \
+        .groupBy("topic", "partition").agg(F.max(F.struct("op_index", "offset")).alias("last")) \
+        .select("topic", "partition", F.col("last.op_index").alias("lso_op"),
+                F.col("last.offset").alias("lso"))
+    high = ends.where(F.col("isolation") == "read_uncommitted").withColumnRenamed(
+        "op_index", "hw_op").join(committed, ["topic", "partition"]) \
+        .where(F.col("hw_op") < F.col("lso_op")) \
+        .groupBy("topic", "partition", "lso", "lso_op").agg(
+            F.max(F.struct("offset", "hw_op")).alias("top")) \
+        .select("topic", "partition", "lso", "lso_op", F.col("top.offset").alias("hw"),
+                F.col("top.hw_op").alias("hw_op"))     # the last asking of the highest
+    stuck = high.where(F.col("lso") < F.col("hw")).orderBy("topic", "partition").toArrow()
+    if not stuck.num_rows:
+        return
+    out.cases("stuck-lso", topic=stuck["topic"], partition=stuck["partition"],
+              offset=stuck["lso"], end_offset=stuck["hw"],
+              evidence=lists(np.full(stuck.num_rows, 2), np.column_stack(
+                  [np.asarray(stuck["hw_op"]), np.asarray(stuck["lso_op"])]).ravel()))
 
 
 def check(found: Collected, summary: Summary) -> CheckResult:

@@ -68,7 +68,7 @@ ASSIGNMENTS = Table("assignments", extra=(("kind", _text), ("group", _text)),
                     item=TOPIC_PARTITION)
 # The partition ends recorded (ok end-offsets, of either phase): `unseen`
 # is proven against the final phase's, `stale-end` judges both.
-END_OFFSETS = Table("end_offsets", item=END_AT)
+END_OFFSETS = Table("end_offsets", extra=(("isolation", _text),), item=END_AT)
 NEMESIS = Table("nemesis", extra=(("f", _text), ("value_json", _text)))
 
 TABLES = {t.name: t for t in (OPS, SENDS, READS, COMMITS, COMMITTED, ASSIGNMENTS,
@@ -124,7 +124,8 @@ def derive(paired: pa.Table) -> dict[str, pa.Table]:
         ASSIGNMENTS: _in_history_order(pa.concat_tables(
             [_rows(ASSIGNMENTS, t) for t in assignments])),
         END_OFFSETS: _records(envelope, done("offsets"),
-                              of("end-offsets") & (type_ == EVENT_TYPES.index("ok"))),
+                              of("end-offsets") & (type_ == EVENT_TYPES.index("ok")),
+                              isolation=asked("isolation")),
         NEMESIS: ops.filter(pa.array(np.asarray(ops["process"]) == NEMESIS_PROCESS)),
     }
     return {table.name: _rows(table, frame) for table, frame in tables.items()}

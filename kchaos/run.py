@@ -38,7 +38,7 @@ from nemesis.heal import heal_all
 from nemesis.runner import Nemesis, NemesisThread
 from nemesis.schedule import Step, plan, scheduled
 from nemesis.scripts import SCRIPTS
-from workloads.final import FinalReader
+from workloads.final import FinalReader, stable_within
 from workloads.queue import Stats, consumer_plan, run_queue
 from workloads.queue_config import Target
 
@@ -166,7 +166,8 @@ def run_test(config: TestConfig, progress: Progress | None = None,
                              partitions=[(t, p) for t in topics
                                          for p in range(workload.partitions)],
                              first_process=FINAL_PROCESSES,
-                             process_step=workload.concurrency)
+                             process_step=workload.concurrency,
+                             stable_within=stable_within(workload))
         outcome.final = reader.run(config.final_time_limit)
         outcome.final_reads_ended = time.monotonic()
     finally:

@@ -4,6 +4,14 @@ from the beginning until each read reaches its end — so a record that was
 acknowledged but is never read is lost, not merely unread (docs/anomalies.md:
 `unseen` is proven lost only where the final reads reached the end).
 
+With transactions (`stable_within`), the phase first waits for every
+partition's last stable offset to meet its high watermark: it asks both ends
+(end-offsets under read_uncommitted, then read_committed) until they agree
+or `stable_within` seconds have passed. The producers are gone by then, so
+every transaction still open must be aborted by its coordinator within its
+timeout plus one abort sweep; an end pair still apart at the last asking is
+a hanging transaction (`stuck-lso`, checkers/transactions.py).
+
 Fresh clients, assign mode, seek to beginning; on an indeterminate poll the
 reader becomes a new process with a new client and starts over from the
 beginning, until the ends are reached or `time_limit` runs out.
@@ -20,6 +28,7 @@ past the recorded ends is counted per partition (`past_end`).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from history_analysis.history import schema as h
@@ -27,8 +36,19 @@ from history_analysis.history.writer import HistoryWriter
 from workloads.clients import ClientSettings, Outcome, make_consumer
 from workloads.clients.base import partitions_value
 from workloads.queue import close_quietly
+from workloads.queue_config import QueueConfig
 
 PHASE = "final"
+SETTLE_MARGIN_S = 5.0       # for the abort markers to reach the partition leaders
+
+
+def stable_within(workload: QueueConfig) -> float | None:
+    """How long the final phase waits for the last stable offsets (None
+    without transactions): a transaction open when its producer stopped is
+    aborted within its timeout and one abort sweep."""
+    if not workload.transactions:
+        return None
+    return workload.transaction_expiry_s() + SETTLE_MARGIN_S
 # Polls in a row that must return nothing once every end is reached: each
 # waits up to TAIL_POLL s, long enough for a fetch to every partition's
 # leader (the clients' fetch wait is 500 ms), so three are several fetches.
@@ -38,8 +58,9 @@ EMPTY_POLLS, TAIL_POLL = 3, 0.6
 class FinalReader:
     def __init__(self, history: HistoryWriter, *, bootstrap: str, library: str,
                  settings: ClientSettings, partitions: list[tuple[str, int]],
-                 first_process: int, process_step: int):
+                 first_process: int, process_step: int, stable_within: float | None = None):
         self.history = history
+        self.stable_within = stable_within
         self.bootstrap, self.library, self.settings = bootstrap, library, settings
         self.partitions = partitions
         self.process = first_process
@@ -55,15 +76,49 @@ class FinalReader:
                             phase=PHASE)
         return outcome
 
-    def _client(self):
-        return make_consumer(self.library, self.bootstrap, self.settings,
+    def _client(self, settings: ClientSettings | None = None):
+        return make_consumer(self.library, self.bootstrap, settings or self.settings,
                              f"kchaos-final-{self.process}", None)
+
+    def _await_stable(self) -> None:
+        """Ask both ends of every partition until the last stable offsets
+        meet the high watermarks or `stable_within` runs out (whole: a pair
+        apart at the last asking is an anomaly, so the wait is never cut
+        short; the reads' own time limit starts after it). Each pair is
+        recorded; a client that fails is replaced by a new process."""
+        wanted = partitions_value(self.partitions)
+        until = time.monotonic() + self.stable_within
+        clients = {level: self._client(dataclasses.replace(self.settings, isolation_level=level))
+                   for level in ("read_uncommitted", "read_committed")}
+        try:
+            while time.monotonic() < until:
+                ends = {}
+                for level, client in clients.items():
+                    outcome = self._op("end-offsets", h.invocation(
+                        "end-offsets", partitions=wanted, isolation=level),
+                        lambda: client.end_offsets(self.partitions, 10.0))
+                    if outcome.type != "ok":
+                        close_quietly(client)
+                        self.process += self.step
+                        clients[level] = self._client(dataclasses.replace(
+                            self.settings, isolation_level=level))
+                        break
+                    ends[level] = [o["offset"] for o in outcome.value["offsets"]]
+                else:
+                    if ends["read_uncommitted"] == ends["read_committed"]:
+                        return
+                time.sleep(1.0)
+        finally:
+            for client in clients.values():
+                close_quietly(client)
 
     def run(self, time_limit: float) -> dict:
         """Read to the ends and past them until the partitions are quiet.
         Returns {"ends": {...}, "reached": bool, "processes": n,
         "past_end": {partition: records read at or above its end}} for the
         run's summary."""
+        if self.stable_within is not None:
+            self._await_stable()
         deadline = time.monotonic() + time_limit
         wanted = partitions_value(self.partitions)
         ends: dict[tuple[str, int], int] | None = None

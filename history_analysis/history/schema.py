@@ -70,6 +70,10 @@ TEXT = Text()
 # batch was appended in; an end's, the epoch of the leader that answered.
 EPOCH = Int("a leader epoch (0 to 2147483647)", low=0, high=INT32_MAX, arrow=pa.int32())
 
+# KIP-98: read_committed ends at the last stable offset, read_uncommitted at
+# the high watermark.
+ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
+
 # The envelope's `time`: nanoseconds since the history's start.
 HISTORY_TIME = Int("nanoseconds since the history's start", low=0)
 
@@ -117,7 +121,11 @@ OPERATIONS: dict[str, tuple[Shape, Shape]] = {
     "committed": (Shape({"group": TEXT, "partitions": PARTITIONS}),
                   Shape({"group": TEXT, "offsets": ListOf(OFFSET_FOUND)})),
     "crash": (EMPTY, EMPTY),
-    "end-offsets": (Shape({"partitions": PARTITIONS}), Shape({"offsets": ListOf(END_AT)})),
+    # `isolation`: asked under this isolation level rather than the
+    # client's own (the final phase's last-stable-offset check).
+    "end-offsets": (Shape({"partitions": PARTITIONS,
+                           "isolation": Nullable(Text(ISOLATION_LEVELS))}),
+                    Shape({"offsets": ListOf(END_AT)})),
 }
 CLIENT_FS = tuple(OPERATIONS)
 FS = CLIENT_FS + NEMESIS_FS

@@ -69,6 +69,10 @@ MEANING = {
                          "open (an inclusive last stable offset does this).",
     "torn-transaction": "A committed transaction is visible in some of its partitions and "
                         "lost in others (read past, never read): the commit was not atomic.",
+    "stuck-lso": "After the faults, with every producer stopped and longer than a transaction "
+                 "may stay open, a partition's last stable offset stayed below its high "
+                 "watermark: a transaction hangs, and read_committed consumers see nothing "
+                 "after it.",
     "resume-rewind": "A member that was given a partition started reading before the group's "
                      "committed offset and re-delivered committed records. Normal for Kafka; "
                      "reported, allowed.",
@@ -189,6 +193,9 @@ def sentence(type_: str, case: dict, evidence: Evidence) -> str:
     if type_ == "precommitted-read":
         return f"{evidence.reads_of(value)}; {evidence.send(value)}, in a transaction " \
                f"(history line {min(case['evidence'])}) that had not yet asked to commit"
+    if type_ == "stuck-lso":
+        return f"the final phase's last read_committed end of {tp} was {offset} (the last " \
+               f"stable offset), below its high watermark {case['end_offset']}"
     if type_ == "torn-transaction":
         lost = ", ".join(f"{v} at offset {p['offset']} of {p['topic']}-{p['partition']}"
                          for v, p in zip(case["lost_values"][:4], case["places"][:4]))

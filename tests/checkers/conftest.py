@@ -101,10 +101,12 @@ class Ops:
                 **({} if committing is None else {"committing": committing})}
         return self.op(process, "txn", {"sends": asked, "polls": False}, done, type=type, **kw)
 
-    def end_offsets(self, process, *ends, phase="final", **kw):
+    def end_offsets(self, process, *ends, phase="final", isolation=None, **kw):
         """ends: (topic, partition, offset[, epoch]), epoch: the answering
-        leader's; phase None: asked in the main phase."""
-        asked = {"partitions": [{"topic": t, "partition": p} for t, p, *_ in ends]}
+        leader's; phase None: asked in the main phase; isolation: asked
+        under this level rather than the client's."""
+        asked = {"partitions": [{"topic": t, "partition": p} for t, p, *_ in ends],
+                 **({"isolation": isolation} if isolation else {})}
         done = {"offsets": [{"topic": t, "partition": p, "offset": o,
                              **({"epoch": epoch[0]} if epoch else {})}
                             for t, p, o, *epoch in ends]}

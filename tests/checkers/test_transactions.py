@@ -1,4 +1,4 @@
-"""transactions: precommitted-read and torn-transaction, on a history
+"""transactions: precommitted-read, torn-transaction and stuck-lso, on a history
 where each scenario shows one case (each on its own topic) and on
 near-misses that must report nothing. History times are 10 ns per event
 (tests/checkers/conftest.py), so `committing` is given in those units."""
@@ -36,10 +36,22 @@ def test_anomalies(run_checker):
     ops.poll(6, ("c", 0, 0, 20)); seen = ops.last
     ops.send(7, "c", 1, 22, offsets=[1])
     ops.poll(6, ("c", 1, 1, 22)); past = ops.last
+    # stuck: the final phase's last read_committed end of s-0 (7) stayed
+    # below the high watermark asked before it (10; the evidence is its
+    # last asking); s-1 settled.
+    ops.end_offsets(90, ("s", 0, 10), ("s", 1, 4), isolation="read_uncommitted")
+    hw = ops.last
+    ops.end_offsets(91, ("s", 0, 7), ("s", 1, 3), isolation="read_committed")
+    ops.end_offsets(90, ("s", 0, 10), ("s", 1, 4), isolation="read_uncommitted")
+    ops.end_offsets(91, ("s", 0, 7), ("s", 1, 4), isolation="read_committed")
+    lso = ops.last
 
     result = run_checker(transactions, ops)
 
-    assert result.counts == {"precommitted-read": 2, "torn-transaction": 1}
+    assert result.counts == {"precommitted-read": 2, "torn-transaction": 1, "stuck-lso": 1}
+    assert result.anomalies["stuck-lso"] == [{
+        "type": "stuck-lso", "topic": "s", "partition": 0, "offset": 7, "end_offset": 10,
+        "evidence": [hw + 4, lso]}]
     assert sorted(result.anomalies["precommitted-read"], key=lambda c: c["value"]) == [
         {"type": "precommitted-read", "topic": "a", "partition": 0, "offset": 0, "value": 10,
          "evidence": [early_txn, early_read]},
@@ -76,6 +88,19 @@ def test_near_misses(run_checker):
     # Committed and wholly read.
     ops.txn(9, ("f", 0, 50, 0), ("f", 1, 51, 0), committing=now(ops) + 5)
     ops.poll(6, ("f", 0, 0, 50), ("f", 1, 0, 51))
+    # Ends apart, but settled by the last asking; apart in the main phase
+    # (transactions were open); a read_committed end asked first, with no
+    # high watermark before it; the client's own ends (no isolation).
+    ops.end_offsets(90, ("s", 0, 10), isolation="read_uncommitted")
+    ops.end_offsets(91, ("s", 0, 7), isolation="read_committed")
+    ops.end_offsets(90, ("s", 0, 10), isolation="read_uncommitted")
+    ops.end_offsets(91, ("s", 0, 10), isolation="read_committed")
+    ops.end_offsets(90, ("m", 0, 10), isolation="read_uncommitted", phase=None)
+    ops.end_offsets(91, ("m", 0, 7), isolation="read_committed", phase=None)
+    ops.end_offsets(91, ("n", 0, 7), isolation="read_committed")
+    ops.end_offsets(90, ("n", 0, 10), isolation="read_uncommitted")
+    ops.end_offsets(92, ("o", 0, 10))
+    ops.end_offsets(92, ("o", 0, 7))
 
     result = run_checker(transactions, ops)
 
