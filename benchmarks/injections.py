@@ -48,8 +48,14 @@ def committed(role, offset):
     return dict(role=role, f="committed", offset=offset)
 
 
-def end_offsets(role, end):
-    return dict(role=role, f="end-offsets", offset=end, phase="final")
+def end_offsets(role, end, isolation=None):
+    return dict(role=role, f="end-offsets", offset=end, phase="final", isolation=isolation)
+
+
+def txn(role, *records, type="ok"):
+    """One transaction: records (value slot, acknowledged offset or None);
+    no `committing` time, so a read is early only before its invocation."""
+    return dict(role=role, f="txn", sends=list(records), type=type)
 
 
 # Per type, the operations of one case, run one at a time in this order on
@@ -128,13 +134,27 @@ INJECTIONS = {
                       poll(A, (0, 0), (1, 1), rebalance="assigned"), commit(A, 2),
                       poll(A, rebalance="revoked"), subscribe(B),
                       poll(B, (1, 1), rebalance="assigned")],
+    # R1 reads v0 before the transaction that writes it is invoked.
+    "precommitted-read": [assign(R1, True), poll(R1, (0, 0)), txn(P, (0, 0))],
+    # A committed transaction of v0 and v1: v0 is read, v1 read past (R2
+    # reads Q's v2 at offset 2) and never read. v1 is a lost-write too.
+    "torn-transaction": [txn(P, (0, 0), (1, 1)), send(Q, (2, 2)), assign(R1, True),
+                         poll(R1, (0, 0)), assign(R2, False), poll(R2, (2, 2))],
+    # After the faults the high watermark is 2 (an open transaction's
+    # record at offset 1) and the last stable offset stays 1.
+    "stuck-lso": [txn(P, (0, 0)), assign(R1, True), poll(R1, (0, 0)),
+                  end_offsets(FINAL, 2, "read_uncommitted"),
+                  end_offsets(FINAL, 1, "read_committed"),
+                  assign(FINAL, True, phase="final"), poll(FINAL, (0, 0), phase="final")],
 }
 assert tuple(INJECTIONS) == ANOMALY_TYPES, "inject every type of checkers/result.py"
+# The types a case of another type shows as well, on the same partition.
+ALSO = {"torn-transaction": ("lost-write",)}
 
 STEP = ("t int, section int, pos int, n int, prefix int, role int, f string, type string, "
         "phase string, error string, sends array<struct<slot:int,offset:long>>, "
         "reads array<struct<slot:int,offset:long>>, seek boolean, rebalance string, "
-        "offset long")
+        "offset long, isolation string")
 
 
 def injection_steps() -> tuple[list[tuple], int, int]:
@@ -150,7 +170,7 @@ def injection_steps() -> tuple[list[tuple], int, int]:
                              s.get("type", "ok"), s.get("phase", "main"), s.get("error"),
                              [tuple(x) for x in s.get("sends", [])],
                              [tuple(x) for x in s.get("reads", [])], s.get("seek"),
-                             s.get("rebalance"), s.get("offset")))
+                             s.get("rebalance"), s.get("offset"), s.get("isolation")))
             prefix[section] += len(part)
     return rows, prefix[0], prefix[1]
 
@@ -193,11 +213,14 @@ def injected_ops(spark, cases: int, layout: sh.Layout) -> DataFrame:
         .when(f == "subscribe", sh.value_struct(group=group, topics=F.array(F.lit(sh.TOPIC)))) \
         .when(f == "commit", sh.value_struct(group=group, offsets=offsets)) \
         .when(f == "committed", sh.value_struct(group=group, partitions=here)) \
-        .when(f == "end-offsets", sh.value_struct(partitions=here))
+        .when(f == "end-offsets", sh.value_struct(partitions=here,
+                                                  isolation=F.col("isolation"))) \
+        .when(f == "txn", sh.value_struct(sends=sends(False), polls=F.lit(False)))
     done = F.when(f == "send", sh.value_struct(sends=sends(True))) \
         .when(f == "poll", sh.poll_done(reads, rebalances)) \
         .when(f == "committed", sh.value_struct(group=group, offsets=offsets)) \
         .when(f == "end-offsets", sh.value_struct(offsets=offsets)) \
+        .when(f == "txn", sh.value_struct(sends=sends(True), reads=sh.empty("reads"))) \
         .otherwise(asked)
     base = F.when(F.col("section") == 0, F.lit(sh.SETUP_EVENTS)).otherwise(F.lit(layout.body_end))
     invoke = (base + 2 * (F.col("prefix") * cases + k * F.col("n") + F.col("pos"))).cast("long")
