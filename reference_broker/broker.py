@@ -86,11 +86,8 @@ class Broker:
         self.transaction_state = InternalTopic(self, TRANSACTION_STATE)
         self.markers = MarkerChannel(self.image, self.node_id)
         self.transactions = TransactionCoordinator(
-            self.transaction_state, self.markers, self.producer_ids.allocate, TxnConfig(
-                partitions=config["transaction.state.log.num.partitions"],
-                max_timeout_ms=config["transaction.max.timeout.ms"],
-                abort_interval_ms=config[
-                    "transaction.abort.timed.out.transaction.cleanup.interval.ms"]))
+            self.transaction_state, self.markers, self.producer_ids.allocate,
+            TxnConfig.of(config))
         self.verifier = Verifier(self.transaction_state, self.transactions, self.node_id)
 
     @property

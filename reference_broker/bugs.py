@@ -31,6 +31,7 @@ FETCH_ABOVE_HW = "fetch-above-hw"
 OFFSETS_COMMIT_ACKS_ONE = "offsets-commit-acks-one"
 COORDINATOR_PARTIAL_LOAD = "coordinator-partial-load"
 LSO_INCLUSIVE = "lso-inclusive"
+TXN_EXPIRY_NO_BUMP = "txn-expiry-no-bump"
 
 CATALOGUE: dict[str, Bug] = {bug.name: bug for bug in (
     Bug(ACKS_ALL_IGNORES_MIN_ISR,
@@ -77,6 +78,11 @@ CATALOGUE: dict[str, Bug] = {bug.name: bug for bug in (
         "read_committed fetches read up to and including the last stable offset, the first "
         "record of the earliest open transaction",
         "Redpanda PR #3036, Jepsen 2022's aborted reads"),
+    Bug(TXN_EXPIRY_NO_BUMP,
+        "the coordinator aborts a timed-out transaction at the producer's epoch, not a "
+        "bumped one: the producer is not fenced, and its next AddPartitionsToTxn opens a "
+        "new transaction that commits without the aborted records",
+        "KAFKA-6119"),
     Bug(NO_LEADER_EPOCH_FENCING,
         "leader epochs are neither told to clients (Metadata) nor checked when a request "
         "names one (Fetch, ListOffsets, OffsetForLeaderEpoch): stale requests are served "

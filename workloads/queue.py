@@ -30,7 +30,7 @@ from history_analysis.history import schema as h
 from history_analysis.history.writer import HistoryWriter
 from workloads.clients import (Outcome, make_consumer, make_producer,
                                make_transactional_producer)
-from workloads.clients.base import offsets_value, partitions_value
+from workloads.clients.base import Stall, offsets_value, partitions_value
 from workloads.queue_config import QueueConfig, Target
 
 log = logging.getLogger("workloads.queue")
@@ -133,7 +133,9 @@ class Worker:
 class ProducerWorker(Worker):
     """Sends unique values; with `transactions`, each operation is one
     transaction over 1 to 3 partitions, committed or, with
-    `abort_probability`, aborted (f `txn`)."""
+    `abort_probability`, aborted (f `txn`). With
+    `transaction_stall_probability` a transaction over 2 or 3 partitions
+    stalls past its timeout after the first one's records (KAFKA-6119)."""
 
     def run(self) -> None:
         config, target = self.config, self.target
@@ -148,8 +150,17 @@ class ProducerWorker(Worker):
                 if self.crash_now():
                     client = self._crash(client)
                     continue
-                places = [(self.rng.choice(target.topics), self.rng.choices(order, weights)[0])
-                          for _ in range(self.rng.randint(1, 3) if config.transactions else 1)]
+                # Drawn only when asked for, so other runs' seeds keep their streams.
+                stalls = config.transaction_stall_probability > 0 and \
+                    self.rng.random() < config.transaction_stall_probability
+                if stalls:      # its halves go to different partitions
+                    anywhere = [(t, p) for t in target.topics for p in order]
+                    places = self.rng.sample(anywhere, min(self.rng.randint(2, 3),
+                                                           len(anywhere)))
+                else:
+                    places = [(self.rng.choice(target.topics),
+                               self.rng.choices(order, weights)[0])
+                              for _ in range(self.rng.randint(1, 3) if config.transactions else 1)]
                 # Several records of one op reach the same partition back to
                 # back: the client pipelines them as batches in flight
                 # together, up to max.in.flight (KIP-98 deduplicates 5).
@@ -161,11 +172,15 @@ class ProducerWorker(Worker):
                 asked = [h.SEND_ASKED(topic=t, partition=p, value=v, offset=None)
                          for t, p, v in sends]
                 if config.transactions:
-                    commit = self.rng.random() >= config.abort_probability
+                    # A stalled transaction always asks to commit: its abort shows nothing.
+                    commit = self.rng.random() >= config.abort_probability or stalls
+                    # The first place's records, then the stall (the stop ends it).
+                    stall = Stall(config.records_per_send, lambda: self.stop.wait(
+                        config.transaction_stall_s())) if stalls else None
                     outcome = self.call("txn", h.invocation("txn", sends=asked, polls=False),
                                         lambda: client.transaction(sends, commit,
                                                                    config.op_timeout,
-                                                                   self.history.now))
+                                                                   self.history.now, stall))
                 else:
                     outcome = self.call("send", h.invocation("send", sends=asked),
                                         lambda: client.send(sends, config.op_timeout))

@@ -9,6 +9,11 @@ from settings import setting
 from workloads.clients import LIBRARIES, TRANSACTIONAL_LIBRARIES, ClientSettings
 
 CONSUMER_MODES = ("assign", "subscribe", "mixed")
+# How often a coordinator looks for expired transactions: the default of
+# Kafka's transaction.abort.timed.out.transaction.cleanup.interval.ms, which
+# the system under test is assumed to keep (a slower one needs longer waits).
+ABORT_SWEEP_S = 10.0
+STALL_MARGIN_S = 1.0        # for the abort's own write once the sweep found it
 
 
 @dataclass
@@ -55,9 +60,27 @@ class QueueConfig:
     transaction_timeout_ms: int = setting(
         10000, "With --transactions, transaction.timeout.ms: how long the coordinator lets a "
         "transaction stay open before it aborts it.")
+    # KAFKA-6119: a transaction that outlives its timeout mid-way. The
+    # coordinator aborts it; the producer, unaware, sends the rest and
+    # commits, which a correct coordinator refuses (the abort bumped the
+    # epoch) and a buggy one accepts as a new transaction without the first half.
+    transaction_stall_probability: float = setting(
+        0.0, "With --transactions, the share of transactions that stall half-way, after "
+        "their first partitions' records are sent, for the transaction timeout plus one "
+        "abort sweep (10 s, Kafka's default) and 1 s, then send to other partitions and "
+        "commit (never abort).")
     client_settings: ClientSettings = setting(default_factory=ClientSettings)
     op_timeout: float = setting(15.0, "A send or poll never waits longer.", cli=False)
     poll_timeout: float = setting(0.1, "A poll returns what arrived by then.", cli=False)
+
+    def transaction_expiry_s(self) -> float:
+        """Seconds after its first partition by which a coordinator keeping
+        Kafka's default sweep interval has aborted an open transaction."""
+        return self.transaction_timeout_ms / 1000 + ABORT_SWEEP_S
+
+    def transaction_stall_s(self) -> float:
+        """How long a stalled transaction waits half-way, in seconds."""
+        return self.transaction_expiry_s() + STALL_MARGIN_S
 
     def topic_names(self, token: str = "") -> list[str]:
         return [f"kchaos-t{n}{token}" for n in range(self.topics)]
@@ -79,8 +102,14 @@ class QueueConfig:
         for name in ("crash_clients_every", "stall_consumers_every", "end_offsets_every"):
             if getattr(self, name) is not None and not getattr(self, name) > 0:
                 found.append((name, "must be positive seconds (or left out: never)"))
-        if not 0 <= self.abort_probability <= 1:
-            found.append(("abort_probability", "must be between 0 and 1"))
+        for name in ("abort_probability", "transaction_stall_probability"):
+            if not 0 <= getattr(self, name) <= 1:
+                found.append((name, "must be between 0 and 1"))
+        if self.transaction_stall_probability > 0 and not self.transactions:
+            found.append(("transaction_stall_probability", "needs --transactions"))
+        if self.transaction_stall_probability > 0 and self.topics * self.partitions < 2:
+            found.append(("transaction_stall_probability", "needs at least 2 partitions in "
+                          "all: a stalled transaction's two halves go to different ones"))
         if self.transactions and self.client not in TRANSACTIONAL_LIBRARIES:
             found.append(("client", f"{self.client} has no transactions here yet; use one of "
                                     f"{', '.join(TRANSACTIONAL_LIBRARIES)}"))

@@ -15,7 +15,9 @@ Fidelity to Kafka's semantics, each cited where it is built:
 - EndTxn answers as soon as PrepareCommit/PrepareAbort is written: the
   markers land later, so a commit is durable before it is visible;
 - a transaction open longer than its timeout is aborted with an epoch bump
-  (KAFKA-6119), checked every
+  (KAFKA-6119: without it the producer is not fenced, and what it sends
+  next opens a new transaction that commits; the `txn-expiry-no-bump`
+  switch), checked every
   transaction.abort.timed.out.transaction.cleanup.interval.ms;
 - the timeout starts at the first AddPartitionsToTxn, not at the client's
   beginTransaction.
@@ -28,15 +30,19 @@ import logging
 import time
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from reference_broker.bugs import TXN_EXPIRY_NO_BUMP
 from reference_broker.group.records import partition_for
 from reference_broker.txn.metadata import (
     MAX_EPOCH, NO_EPOCH, Partition, TxnMetadata, TxnState, encode, replay,
 )
 from reference_broker.txn.partition_txns import ABORT, COMMIT
+
+if TYPE_CHECKING:
+    from reference_broker.config import BrokerConfig
 
 log = logging.getLogger(__name__)
 NONE = ErrorCode.none
@@ -49,6 +55,15 @@ class TxnConfig:
     max_timeout_ms: int = 900_000           # transaction.max.timeout.ms
     abort_interval_ms: int = 10_000         # ...abort.timed.out.transaction.cleanup.interval.ms
     bump_epoch_on_timeout: bool = True      # False: the KAFKA-6119 bug
+
+    @classmethod
+    def of(cls, config: BrokerConfig) -> TxnConfig:
+        """The broker's settings; `txn-expiry-no-bump` turns the bump off."""
+        return cls(partitions=config["transaction.state.log.num.partitions"],
+                   max_timeout_ms=config["transaction.max.timeout.ms"],
+                   abort_interval_ms=config[
+                       "transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+                   bump_epoch_on_timeout=TXN_EXPIRY_NO_BUMP not in config.bugs)
 
 
 class TxnLog(Protocol):
@@ -342,8 +357,10 @@ class TransactionCoordinator:
                 if meta.state == TxnState.ONGOING and meta.transactional_id not in self._pending \
                         and meta.start_ms + meta.timeout_ms < now:
                     log.info("%s: transaction of producer %d epoch %d timed out after %d ms; "
-                             "aborting", meta.transactional_id, meta.producer_id,
-                             meta.producer_epoch, meta.timeout_ms)
+                             "aborting%s", meta.transactional_id, meta.producer_id,
+                             meta.producer_epoch, meta.timeout_ms,
+                             "" if self.config.bump_epoch_on_timeout else
+                             " at the same epoch (bug switch txn-expiry-no-bump, KAFKA-6119)")
                     self._spawn(self._abort(meta, bump=self.config.bump_epoch_on_timeout))
 
     # -- introspection (KIP-664) ------------------------------------------

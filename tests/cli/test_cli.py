@@ -182,6 +182,8 @@ def test_check_bad_input_exits_3(spark, tmp_path):
     (["--records-per-send", "0"], "records_per_send=0: must be at least 1"),
     (["--stall-consumers-every", "0"], "stall_consumers_every=0.0: must be positive seconds"),
     (["--end-offsets-every", "-1"], "end_offsets_every=-1.0: must be positive seconds"),
+    (["--transaction-stall-probability", "0.1"],
+     "transaction_stall_probability=0.1: needs --transactions"),
     (["--batch-size", "0"], "batch_size=0: must be at least 1 byte"),
     (["--max-in-flight", "6"], "idempotence=True conflicts with max_in_flight=6"),
     (["--auto-offset-reset", "none"], "Invalid value for '--auto-offset-reset'"),

@@ -22,9 +22,11 @@ from reference_broker.internal_batches import encode_batch
 from reference_broker.log import LogConfig, PartitionLog
 from reference_broker.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from reference_broker.partition import READ_COMMITTED, Partition
+from reference_broker.txn.coordinator import TransactionCoordinator, TxnConfig
 from tests.reference_broker.group.members import coordinator, stable_group
 from tests.reference_broker.group.memory_store import MemoryOffsetStore
 from tests.reference_broker.record_batches import values_batch
+from tests.reference_broker.txn.test_coordinator import HeldMarkers, MemoryLog
 
 
 def partition(tmp_path, *bugs: str, replicas: tuple[int, ...] = (1,),
@@ -200,3 +202,32 @@ def test_lso_inclusive(tmp_path, bug_on):
     assert (p.last_stable_offset, p.high_watermark) == (2, 5)
     assert p.readable_end(READ_COMMITTED) == (3 if bug_on else 2)
     assert p.readable_end(0) == 5
+
+
+@pytest.mark.parametrize("bug_on", [False, True])
+def test_txn_expiry_no_bump(tmp_path, bug_on):
+    """A transaction left open past its timeout, aborted by the sweeper: its
+    producer then adds a partition and commits. The bump fences it; under
+    the bug that commit succeeds, without what was sent before (KAFKA-6119)."""
+    config = BrokerConfig(
+        node_id=1, listen=("127.0.0.1", 9092), advertise=("127.0.0.1", 9092), data_dir=tmp_path,
+        bugs=frozenset(["txn-expiry-no-bump"] if bug_on else []), settings=parse_settings([
+            "transaction.state.log.num.partitions=1",
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms=20"]))
+
+    async def scenario():
+        c = TransactionCoordinator(MemoryLog(), HeldMarkers(), lambda: 7, TxnConfig.of(config))
+        c.load(0, coordinator_epoch=1, records=[])
+        await c.init_producer_id("x", 50)
+        await c.add_partitions("x", 7, 0, [("t", 0)])
+        await asyncio.sleep(0.2)
+        epoch = c.describe("x")[1].producer_epoch
+        answers = (await c.add_partitions("x", 7, 0, [("t", 1)]),
+                   await c.end_txn("x", 7, 0, commit=True))
+        await c.close()
+        return epoch, answers
+    epoch, answers = asyncio.run(scenario())
+    if bug_on:
+        assert (epoch, answers) == (0, (ErrorCode.none, ErrorCode.none))
+    else:
+        assert (epoch, answers) == (1, (ErrorCode.producer_fenced, ErrorCode.producer_fenced))

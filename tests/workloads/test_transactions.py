@@ -5,11 +5,16 @@ final reads (read_committed) return exactly the committed values."""
 
 from __future__ import annotations
 
+import time
+
+import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster.broker_process import BrokerProcess
 from history_analysis.history import HistoryWriter
 from history_analysis.history.reader import HistoryReader
+from workloads.clients.base import ClientSettings, Stall
+from workloads.clients.confluent_txn import ConfluentTransactionalProducer
 from workloads.final import FinalReader
 from workloads.queue import run_queue
 from workloads.queue_config import QueueConfig, Target
@@ -48,3 +53,44 @@ def test_transactions_commit_or_abort_and_only_commits_are_read(tmp_path):
             and e["type"] == "ok" for r in e["value"]["reads"]}
     assert committed <= read
     assert not read & aborted
+
+
+@pytest.mark.parametrize("bug_on", [False, True])
+def test_a_transaction_stalled_past_its_timeout_is_fenced(tmp_path, bug_on):
+    """KAFKA-6119's producer: one partition's records, a stall past the
+    timeout (the coordinator aborts), then another partition and the commit.
+    The abort's epoch bump fences it (`fail`); under `txn-expiry-no-bump` the
+    commit is answered and only the second half is ever read."""
+    with BrokerProcess(tmp_path / "data", bugs=["txn-expiry-no-bump"] if bug_on else [],
+                       config=["transaction.abort.timed.out.transaction.cleanup.interval.ms=100"]
+                       ) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("t", num_partitions=2,
+                                      replication_factor=1)])["t"].result(30)
+        clock = time.time_ns
+        producer = ConfluentTransactionalProducer(broker.bootstrap, ClientSettings(), "p",
+                                                  "tx", transaction_timeout_ms=1000)
+        stalled = producer.transaction([("t", 0, 1), ("t", 1, 2)], True, 15, clock,
+                                       Stall(after=1, wait=lambda: time.sleep(1.6)))
+        if not producer.usable:
+            producer.close()
+            producer = ConfluentTransactionalProducer(broker.bootstrap, ClientSettings(), "p",
+                                                      "tx", transaction_timeout_ms=1000)
+        after = producer.transaction([("t", 0, 3)], True, 15, clock)
+        producer.close()
+        history = HistoryWriter(tmp_path / "history.jsonl")
+        final = FinalReader(history, bootstrap=broker.bootstrap, library="confluent-kafka",
+                            settings=ClientSettings(), partitions=[("t", 0), ("t", 1)],
+                            first_process=1, process_step=1).run(60)
+        history.close()
+    assert final["reached"], final
+    events = list(HistoryReader(tmp_path / "history.jsonl"))
+    read = {r["value"] for e in events if e["f"] == "poll" and e["type"] == "ok"
+            for r in e["value"]["reads"]}
+    assert after.type == "ok"
+    if bug_on:
+        assert stalled.type == "ok" and stalled.value["sends"][0]["offset"] is not None
+        assert read == {2, 3}       # the committed transaction's first half is lost
+    else:
+        assert stalled.type == "fail" and "_FENCED" in stalled.error, stalled
+        assert read == {3}

@@ -1,6 +1,7 @@
 """Recipes for the transactional bug switches (issue 31's catalogue in
-docs/broker.md): the workload's transactional producers (`transactions`),
-half of whose transactions abort, under read_committed consumers."""
+docs/broker.md): the workload's transactional producers (`transactions`)
+under read_committed consumers — aborting half their transactions, or
+stalling some past their timeout (`transaction_stall_probability`)."""
 
 from __future__ import annotations
 
@@ -16,5 +17,19 @@ RECIPES: list[Recipe] = [
             "often meets a transaction still open, and the inclusive bound hands them its "
             "first record; half the transactions then abort, and that read is an aborted "
             "read (the record of a transaction that failed).",
+    ),
+    Recipe(
+        switch="txn-expiry-no-bump",
+        expected=frozenset({"lost-write", "torn-transaction"}),
+        config=dict(time_limit=20, transactions=True, transaction_timeout_ms=2000,
+                    transaction_stall_probability=0.1,
+                    consumer_mode="assign", recovery_time=3, final_time_limit=30,
+                    broker_config=[
+                        "transaction.abort.timed.out.transaction.cleanup.interval.ms=500"]),
+        why="No fault is needed (KAFKA-6119): a tenth of the transactions stall after "
+            "their first partition's records, past the 2-s timeout, and the coordinator "
+            "aborts them. The producer then sends to other partitions and commits; the "
+            "bump would fence it, without it that commit is answered and its first "
+            "records, aborted, are never read.",
     ),
 ]

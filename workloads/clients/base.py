@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from history_analysis.history import schema as h
+from history_analysis.history.schema import ISOLATION_LEVELS
 from settings import setting
 
 OK, FAIL, INFO = "ok", "fail", "info"
@@ -70,7 +72,7 @@ class ClientSettings:
     # read_uncommitted), and without transactions both read the same.
     isolation_level: str = setting(
         "read_committed", "What consumers read of transactions: only committed ones, or "
-        "everything.", choices=("read_committed", "read_uncommitted"))
+        "everything.", choices=ISOLATION_LEVELS)
     retry_backoff_ms: int = setting(100, "Wait before a client retries a request.")
     reconnect_backoff_ms: int = setting(50, "First wait before reconnecting to a broker.")
     reconnect_backoff_max_ms: int = setting(1000, "Longest wait before reconnecting.")
@@ -92,7 +94,7 @@ class ClientSettings:
         if self.auto_offset_reset not in ("earliest", "latest"):
             raise ValueError(f"auto_offset_reset={self.auto_offset_reset!r}: use "
                              f'"earliest" or "latest"')
-        if self.isolation_level not in ("read_committed", "read_uncommitted"):
+        if self.isolation_level not in ISOLATION_LEVELS:
             raise ValueError(f"isolation_level={self.isolation_level!r}: use "
                              f'"read_committed" or "read_uncommitted"')
         if self.batch_size < 1:
@@ -117,14 +119,25 @@ class ProducerClient(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class Stall:
+    """A transaction that stalls half-way (KAFKA-6119's producer): its first
+    `after` sends are delivered, then `wait()` runs (the application busy
+    elsewhere), then the rest are sent."""
+    after: int
+    wait: Callable[[], object]
+
+
 class TransactionalProducerClient(Protocol):
     usable: bool    # false after a fatal error: close it and make a new one
 
     def transaction(self, sends: list[tuple[str, int, int]], commit: bool,
-                    timeout: float) -> Outcome:
+                    timeout: float, clock: Callable[[], int],
+                    stall: Stall | None = None) -> Outcome:
         """One transaction: send each (topic, partition, value), then commit
         (or abort). `ok`: committed; `fail`: certainly not committed; `info`:
-        unknown, and the producer is spent."""
+        unknown, and the producer is spent. `timeout` bounds the sends and
+        the commit, not the stall."""
 
     def close(self) -> None: ...
 

@@ -5,8 +5,10 @@ commit or abort. What the history can claim (docs/history.md):
 - `ok`: commit_transaction() returned — the transaction is committed;
 - `fail`: certainly not committed. The worker chose to abort, or a send or
   the commit failed with an error that requires an abort
-  (txn_requires_abort) and the abort was made. No EndTxn(commit) was ever
-  sent, so no correct broker can commit it;
+  (txn_requires_abort) and the abort was made, or a send failed fatally
+  (the producer fenced half-way, as a stalled transaction is: `stall`)
+  before the commit was asked for. No EndTxn(commit) was ever sent, so no
+  correct broker can commit it;
 - `info`: unknown — the commit timed out or hit a fatal error (fenced by a
   newer producer of the same transactional.id, an epoch problem) after it
   may have reached the coordinator.
@@ -19,31 +21,48 @@ init_transactions fences any transaction the old one left open.
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Callable
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from history_analysis.history import schema as h
-from workloads.clients.base import FAIL, INFO, OK, ClientSettings, Outcome, encode_value
+from workloads.clients.base import (FAIL, INFO, OK, ClientSettings, Outcome, Stall,
+                                    encode_value)
 from workloads.clients.confluent import describe, producer_config
+
+# A fenced producer's close() tries to abort and warns that it cannot: the
+# fence is in the history already. (A filter, not catch_warnings: the
+# workers are threads.)
+warnings.filterwarnings("ignore", "Producer abort_transaction failed during close",
+                        RuntimeWarning)
 
 
 class ConfluentTransactionalProducer:
     def __init__(self, bootstrap: str, settings: ClientSettings, client_id: str,
                  transactional_id: str, transaction_timeout_ms: int):
+        conf = producer_config(bootstrap, settings, client_id)
         self._producer = Producer({
-            **producer_config(bootstrap, settings, client_id),
+            **conf,
             "transactional.id": transactional_id,
             "transaction.timeout.ms": transaction_timeout_ms,
+            # librdkafka lowers these two to the transaction timeout when
+            # they are not set, and refuses them set above it (a record or a
+            # request outliving its transaction): a short timeout caps them.
+            "message.timeout.ms": min(conf["message.timeout.ms"], transaction_timeout_ms),
+            "socket.timeout.ms": min(conf["socket.timeout.ms"], transaction_timeout_ms),
         })
         self._initialised = False
         self.usable = True
         self._closed = False
 
     def transaction(self, sends: list[tuple[str, int, int]], commit: bool,
-                    timeout: float, clock: Callable[[], int]) -> Outcome:
+                    timeout: float, clock: Callable[[], int],
+                    stall: Stall | None = None) -> Outcome:
         """`clock`: the history's time, read as the commit is asked for
-        (the completion's `committing`)."""
+        (the completion's `committing`). With `stall`, the first sends are
+        flushed, then the stall, then the rest: to partitions not yet in the
+        transaction, so librdkafka sends AddPartitionsToTxn again."""
         if not self.usable:
             raise RuntimeError("this transactional producer had a fatal error: close it and "
                                "make a new one with the same transactional.id")
@@ -64,16 +83,32 @@ class ConfluentTransactionalProducer:
                 problems.append(err)
             else:
                 offsets[i] = msg.offset()
-        try:
-            for i, (topic, partition, value) in enumerate(sends):
-                self._producer.produce(topic, encode_value(value), partition=partition,
-                                       on_delivery=lambda err, msg, i=i: delivered(i, err, msg))
-            left = self._producer.flush(max(0.0, deadline - time.monotonic()))
-        except (BufferError, KafkaException) as e:
-            return self._abort(sends, f"a send was refused: {e}")
-        if problems or left:
-            reason = describe(problems[0]) if problems else f"{left} record(s) undelivered"
-            return self._abort(sends, reason)
+        halves = [range(len(sends))] if stall is None else \
+            [range(stall.after), range(stall.after, len(sends))]
+        for n, indexes in enumerate(halves):
+            if n:
+                stalled_at = time.monotonic()
+                stall.wait()
+                deadline += time.monotonic() - stalled_at
+            try:
+                for i in indexes:
+                    topic, partition, value = sends[i]
+                    self._producer.produce(
+                        topic, encode_value(value), partition=partition,
+                        on_delivery=lambda err, msg, i=i: delivered(i, err, msg))
+                left = self._producer.flush(max(0.0, deadline - time.monotonic()))
+            except (BufferError, KafkaException) as e:
+                return self._abort(sends, f"a send was refused: {e}")
+            except SystemError as e:
+                # flush() raises a fatal error (a fenced producer) and then runs
+                # the delivery callbacks with it still set, so they fail
+                # (confluent-kafka-python #865): the fatal error is the cause.
+                if not isinstance(e.__cause__, KafkaException):
+                    raise
+                return self._abort(sends, f"a send was refused: {e.__cause__}")
+            if problems or left:
+                reason = describe(problems[0]) if problems else f"{left} record(s) undelivered"
+                return self._abort(sends, reason)
         if not commit:
             return self._abort(sends, "by choice")
         return self._commit(sends, offsets, deadline, clock())

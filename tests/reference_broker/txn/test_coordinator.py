@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from reference_broker.txn.coordinator import TransactionCoordinator, TxnConfig
@@ -166,18 +167,32 @@ def test_a_failed_write_changes_nothing():
     assert run(scenario) == (ErrorCode.coordinator_not_available, TxnState.EMPTY)
 
 
-def test_an_expired_transaction_is_aborted_at_a_bumped_epoch():
-    """KAFKA-6119: the abort fences the producer that let its transaction expire."""
+@pytest.mark.parametrize("bump", [True, False])
+def test_an_expired_transaction_is_aborted_at_a_bumped_epoch(bump):
+    """KAFKA-6119: the abort fences the producer that let its transaction
+    expire. Without the bump (`txn-expiry-no-bump`) that producer, unaware,
+    adds another partition — a new transaction at the same epoch — and
+    commits it: only the records sent after the timeout are committed."""
     async def scenario():
-        c, _, markers = coordinator(abort_interval_ms=20)
+        c, _, markers = coordinator(abort_interval_ms=20, bump_epoch_on_timeout=bump)
         pid = (await c.init_producer_id("a", 50)).producer_id
         await c.add_partitions("a", pid, 0, [T0])
         await asyncio.sleep(0.2)
-        return markers.written, c.describe("a")[1], await c.end_txn("a", pid, 0, commit=True)
-    written, meta, late_commit = run(scenario)
-    assert written == [(1000, 1, ABORT, 3, (T0,))]
-    assert (meta.state, meta.producer_epoch) == (TxnState.COMPLETE_ABORT, 1)
-    assert late_commit == ErrorCode.producer_fenced
+        expired = c.describe("a")[1]
+        late_add = await c.add_partitions("a", pid, 0, [("u", 1)])
+        late_commit = await c.end_txn("a", pid, 0, commit=True)
+        await settle()
+        return markers.written, expired, late_add, late_commit
+    written, expired, late_add, late_commit = run(scenario)
+    assert expired.state == TxnState.COMPLETE_ABORT
+    if bump:
+        assert written == [(1000, 1, ABORT, 3, (T0,))]
+        assert expired.producer_epoch == 1
+        assert late_add == late_commit == ErrorCode.producer_fenced
+    else:
+        assert written == [(1000, 0, ABORT, 3, (T0,)), (1000, 0, COMMIT, 3, (("u", 1),))]
+        assert expired.producer_epoch == 0
+        assert late_add == late_commit == NONE
 
 
 def test_a_new_coordinator_finishes_a_prepared_transaction_on_load():
