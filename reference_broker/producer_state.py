@@ -68,6 +68,9 @@ class BatchMetadata:
 class ProducerEntry:
     epoch: int = NO_PRODUCER_EPOCH
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
+    # The last batch's max timestamp, or a transaction marker's: Kafka's
+    # ProducerStateEntry.lastTimestamp, which DescribeProducers reports.
+    last_timestamp: int = -1
 
     @property
     def last_sequence(self) -> int:
@@ -133,8 +136,10 @@ class ProducerState:
             entry = self.producers[header.producer_id] = ProducerEntry(
                 batches=deque(maxlen=self.retain))
         entry.update_epoch(header.producer_epoch)
+        entry.last_timestamp = header.max_timestamp
         if header.is_control or header.base_sequence == NO_SEQUENCE:
-            # A transaction marker moves the epoch only (appendEndTxnMarker).
+            # A transaction marker moves the epoch and the last timestamp
+            # only (appendEndTxnMarker: updatedEntry.update).
             return
         entry.batches.append(BatchMetadata(
             header.base_sequence, header.last_sequence, header.base_offset, header.last_offset,

@@ -1,6 +1,7 @@
 """DescribeProducers (KIP-664): a partition leader's producers — id,
-epoch, last sequence and timestamp, the coordinator epoch of the last
-marker, and where the producer's open transaction starts (-1: none)."""
+epoch, last sequence and timestamp (a transaction marker's, after one),
+the coordinator epoch of the last marker, and where the producer's open
+transaction starts (-1: none)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ async def handle(broker, header, request):
                 producers = tuple(shape(
                     "ProducerState", producer_id=pid, producer_epoch=entry.epoch,
                     last_sequence=entry.last_sequence,
-                    last_timestamp=entry.batches[-1].max_timestamp if entry.batches else -1,
+                    last_timestamp=entry.last_timestamp,
                     coordinator_epoch=txns.coordinator_epochs.get(pid, -1),
                     current_txn_start_offset=txns.ongoing.get(pid, -1))
                     for pid, entry in partition.producers.producers.items())

@@ -22,10 +22,13 @@ async def handle(broker, header, request):
             transaction_state=meta.state.kafka_name if meta else "",
             transaction_timeout=timedelta(milliseconds=meta.timeout_ms if meta else 0),
             # An id without a transaction: -1, as Kafka answers (one
-            # millisecond before the epoch); an unknown id: the field's default, 0.
+            # millisecond before the epoch). An unknown id (or an error):
+            # every field its schema default, 0 — Kafka sets only the error
+            # and the id (TransactionCoordinator.handleDescribeTransactions;
+            # seen by tests/conformance/).
             transaction_start_time=_EPOCH + timedelta(milliseconds=meta.start_ms if meta else 0),
-            producer_id=meta.producer_id if meta else -1,
-            producer_epoch=meta.producer_epoch if meta else -1,
+            producer_id=meta.producer_id if meta else 0,
+            producer_epoch=meta.producer_epoch if meta else 0,
             topics=tuple(shape("TopicData", topic=topic, partitions=tuple(indexes))
                          for topic, indexes in topics.items())))
     return shape("DescribeTransactionsResponse", transaction_states=tuple(states))

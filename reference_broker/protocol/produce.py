@@ -28,12 +28,36 @@ log = logging.getLogger("reference_broker.produce")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+# ReplicaManager's custom exceptions for a transaction verification's
+# refusals (hasCustomErrorMessage: their text goes to the client).
+_VERIFICATION_MESSAGES = {
+    ErrorCode.invalid_txn_state: "Partition was not added to the transaction",
+    ErrorCode.not_enough_replicas: "Unable to verify the partition has been added to the "
+                                   "transaction",
+}
+
+
 class CloseConnection(Exception):
     """acks=0 produce failed: Kafka closes the connection instead of answering."""
 
 
 async def handle(broker, header, request):
     shape = Shapes(request)
+    if request.transactional_id is None and _has_transactional_batch(request):
+        # KafkaApis.handleProduceRequest: a transactional batch needs the
+        # request's transactional id (authorized for WRITE), else the whole
+        # request is TRANSACTIONAL_ID_AUTHORIZATION_FAILED before anything
+        # else (and no transaction is opened that no coordinator knows).
+        if request.acks == 0:
+            raise CloseConnection("acks=0 produce failed: transactional batch, no id")
+        error = ErrorCode.transactional_id_authorization_failed
+        return shape("ProduceResponse", responses=tuple(
+            shape("TopicProduceResponse", name=topic.name, partition_responses=tuple(
+                shape("PartitionProduceResponse", index=data.index, error_code=error,
+                      base_offset=-1, log_start_offset=-1, record_errors=(),
+                      log_append_time=None, error_message=None)
+                for data in topic.partition_data))
+            for topic in request.topic_data))
     verified = await _verify(broker, request)
     # Per partition, in KafkaApis.handleProduceRequest's order: a partition
     # the metadata does not have, then the request-level record checks
@@ -56,10 +80,12 @@ async def handle(broker, header, request):
             else:
                 error = missing
             guard = verified.get((topic.name, data.index))
+            message = None
             if error is None and isinstance(guard, ErrorCode):
                 error = guard
+                message = _VERIFICATION_MESSAGES.get(error)
             if error is not None:
-                results.append([topic.name, data.index, None, error, -1, -1, -1, -1])
+                results.append([topic.name, data.index, None, error, -1, -1, -1, -1, message])
             else:
                 # max.message.bytes: the topic's, else message.max.bytes.
                 max_batch = broker.topic_settings.values(topic.name)["max.message.bytes"]
@@ -67,7 +93,7 @@ async def handle(broker, header, request):
                 if r.message:
                     log.debug("%s-%d: %s: %s", topic.name, data.index, r.error.name, r.message)
                 results.append([topic.name, data.index, partition, r.error, r.base_offset,
-                                r.log_start_offset, r.log_append_time, r.last_offset])
+                                r.log_start_offset, r.log_append_time, r.last_offset, None])
     if request.acks == -1:
         timeout_s = request.timeout.total_seconds()
         waiting = [(result, result[2].wait_replicated(result[7], timeout_s))
@@ -78,7 +104,8 @@ async def handle(broker, header, request):
     failed = any(result[3] != ErrorCode.none for result in results)
     # error_message: Kafka sets one only for a RecordValidationException
     # (LogValidator's per-record errors, hasCustomErrorMessage), which
-    # none of this broker's refusals is; the reason goes to the debug log.
+    # none of this broker's refusals is (the reason goes to the debug log),
+    # and for a verification's refusal (_VERIFICATION_MESSAGES).
     # log_append_time: -1 (CreateTime topics only), except that a duplicate
     # tells its cached batch's max timestamp, as Kafka's does.
     responses = []
@@ -87,8 +114,8 @@ async def handle(broker, header, request):
             shape("PartitionProduceResponse", index=index, error_code=error,
                   base_offset=base, log_start_offset=start, record_errors=(),
                   log_append_time=None if append_time < 0
-                  else _EPOCH + timedelta(milliseconds=append_time), error_message=None)
-            for topic, index, _, error, base, start, append_time, _ in results
+                  else _EPOCH + timedelta(milliseconds=append_time), error_message=message)
+            for topic, index, _, error, base, start, append_time, _, message in results
             if topic == name)))
     if request.acks == 0:
         if failed:
@@ -105,6 +132,31 @@ def _not_one_batch(records: bytes | None) -> bool:
         return len(parse_batches(records or b"", verify_crc=False)) != 1
     except CorruptRecordError:
         return False
+
+
+def _open_at_epoch(partition, header) -> bool:
+    """Whether the batch's producer has a transaction open here at the
+    batch's epoch (UnifiedLog.hasOngoingTransaction(producerId, epoch) in
+    Kafka 4: a batch of another epoch is verified, so a fenced producer's
+    is refused by its coordinator, without the log's offsets; seen by
+    tests/conformance/)."""
+    entry = partition.producers.producers.get(header.producer_id)
+    return partition.txns.is_open(header.producer_id) and entry is not None \
+        and entry.epoch == header.producer_epoch
+
+
+def _has_transactional_batch(request) -> bool:
+    """RequestUtils.hasTransactionalRecords (bytes that do not frame as
+    batches are left to the log's checks)."""
+    for topic in request.topic_data:
+        for data in topic.partition_data:
+            try:
+                headers = parse_batches(data.records or b"", verify_crc=False)
+            except CorruptRecordError:
+                continue
+            if any(h.is_transactional for h in headers):
+                return True
+    return False
 
 
 async def _verify(broker, request) -> dict[tuple[str, int], object]:
@@ -125,7 +177,7 @@ async def _verify(broker, request) -> dict[tuple[str, int], object]:
                 continue
             header = headers[0]
             if header.is_transactional and header.has_producer_id \
-                    and not partition.txns.is_open(header.producer_id):
+                    and not _open_at_epoch(partition, header):
                 producer = (header.producer_id, header.producer_epoch)
                 guards[(topic.name, data.index)] = partition.begin_verification(
                     header.producer_id)

@@ -62,8 +62,11 @@ class PartitionTxns:
     # -- what the log says ----------------------------------------------
 
     def record(self, header: BatchHeader, marker: Marker | None = None) -> None:
-        """A batch now in the log (offsets final); `marker` for a control batch."""
-        if not header.is_transactional:
+        """A batch now in the log (offsets final); `marker` for a control batch.
+        A batch without a producer id is no producer's, transactional flag
+        or not (UnifiedLog.analyzeAndValidateProducerState looks only at
+        batches with one; seen by tests/conformance/)."""
+        if not header.is_transactional or not header.has_producer_id:
             return
         producer = header.producer_id
         if marker is None:

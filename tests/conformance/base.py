@@ -24,16 +24,22 @@ NORMALISATIONS = {
                         "cluster: compared as the node id they belong to",
     "cluster-id": "each cluster has an id of its own",
     "assigned-ids": "member ids and producer ids are chosen by the broker: compared by "
-                    "the scenario's name for the member or producer they were given to",
+                    "the scenario's name for the member or producer (or transactional id) "
+                    "they were given to",
     "unordered-lists": "arrays that are maps in the protocol (topics, partitions, configs, "
-                       "group members) are compared by key, not by position",
+                       "group members, producers, transactions) are compared by key, not by "
+                       "position; a Fetch's aborted transactions by first offset",
     "auto-placement": "where replicas go without a manual assignment is the controller's "
                       "choice (Kafka's is random): compared as replica count, distinctness, "
                       "leader = first replica and ISR = replicas",
-    "coordinator-node": "which broker coordinates a group follows from the placement of "
-                        "__consumer_offsets: compared as one of the cluster's brokers",
-    "log-append-time": "a broker's clock at append: compared as within a minute of the "
-                       "test's clock",
+    "coordinator-node": "which broker coordinates a group or a transactional id follows from "
+                        "the placement of __consumer_offsets or __transaction_state: compared "
+                        "as one of the cluster's brokers; ListTransactions, which each "
+                        "coordinator answers for its own ids, as the union over all brokers",
+    "log-append-time": "a broker's clock at append (LogAppendTime, a transaction marker's "
+                       "timestamp, hence DescribeProducers' last timestamp after one) or at a "
+                       "transaction's start (DescribeTransactions): compared as within a "
+                       "minute of the test's clock",
     "leader-after-leader-left": "when a group's leader leaves, Kafka makes the first member "
                                 "of a HashMap keyed by random member ids the next leader: "
                                 "compared as one of the generation's members, the one whose "
@@ -41,6 +47,12 @@ NORMALISATIONS = {
     "replication-timing": "after an acks=0 or acks=1 append the suite waits (bounded) until "
                           "the high watermark reaches the log end it wrote, as a reader "
                           "would retry, so that followers' fetch timing is not compared",
+    "transaction-completion": "EndTxn is answered before its markers are written: after a "
+                              "successful one the suite waits (bounded) until the coordinator "
+                              "has completed the transaction, so that the last stable offset "
+                              "has settled; an InitProducerId answered CONCURRENT_TRANSACTIONS "
+                              "while it aborts an open transaction is asked again until it "
+                              "ends, its first and last answers compared",
 }
 
 

@@ -49,11 +49,13 @@ def advertised(cluster: Cluster) -> dict[int, tuple[int, int]]:
 
 
 def negotiate(*tables: dict[int, tuple[int, int]]) -> dict[int, int]:
-    """Per compared API the highest version every broker and kio support."""
+    """Per compared API the highest version every broker and kio support
+    (and a client may send: rq.CLIENT_MAX)."""
     versions = {}
     for key in rq.COMPARED:
         low = max(t[key][0] for t in tables)
-        high = min(min(t[key][1] for t in tables), rq.kio_max_version(key))
+        high = min(min(t[key][1] for t in tables), rq.kio_max_version(key),
+                   rq.CLIENT_MAX.get(key, 1 << 15))
         if low > high:
             raise RuntimeError(f"api key {key}: no version both brokers and kio speak "
                                f"({[t[key] for t in tables]})")

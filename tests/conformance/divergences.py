@@ -356,3 +356,46 @@ divergence(
        and sibling(answers[1], path, "error_code") == "offset_out_of_range")
       for field in ("high_watermark", "last_stable_offset", "log_start_offset")),
 )
+
+
+# -- transactions --------------------------------------------------------------
+
+# What the transaction coordinator's verification answers, as TxnOffsetCommit
+# below v4 passes it on (AddPartitionsToTxnManager: TRANSACTION_ABORTABLE is
+# INVALID_TXN_STATE, PRODUCER_FENCED is INVALID_PRODUCER_EPOCH).
+VERIFICATION_REFUSALS = ("invalid_txn_state", "invalid_producer_id_mapping",
+                         "invalid_producer_epoch")
+
+divergence(
+    "txn-offset-commit-unverified",
+    "TxnOffsetCommit is not verified against the transaction (KAFKA-15449, KIP-890 part 1 "
+    "for offsets): offsets of a producer whose transaction does not hold the group (no "
+    "AddOffsetsToTxn), or of no transactional id, are taken here; Kafka 4.4's group "
+    "coordinator asks the transaction coordinator first and passes on its refusal",
+    ("TxnOffsetCommit", "topics.*.*",
+     lambda ref, kafka, *_: ref == "none" and kafka in VERIFICATION_REFUSALS),
+)
+
+
+def _aborted_beyond_read(ref, kafka, step, path, answers) -> bool:
+    """Kafka's list is this broker's plus aborted transactions that begin at
+    or after the last stable offset, where the read stopped."""
+    field = ".aborted_transactions"
+    base = path[:path.index(field) + len(field)]
+    ours, theirs = lookup(answers[0], base), lookup(answers[1], base)
+    lso = lookup(answers[0], base[:-len(field)] + ".last_stable_offset")
+    if not (isinstance(ours, list) and isinstance(theirs, list) and isinstance(lso, int)) or \
+            lso != lookup(answers[1], base[:-len(field)] + ".last_stable_offset"):
+        return False
+    return ours == [a for a in theirs if a["first_offset"] < lso]
+
+
+divergence(
+    "aborted-transactions-beyond-read",
+    "a read_committed Fetch lists the aborted transactions that overlap what it read, up to "
+    "the last stable offset; Kafka's bound is its segment's offset index "
+    "(LogSegment.fetchUpperBoundOffset), which for a segment without index entries past "
+    "the read is the log end, so it also lists transactions that begin after the records it "
+    "returns, which no reader uses",
+    ("Fetch", "responses.*.aborted_transactions*", _aborted_beyond_read),
+)

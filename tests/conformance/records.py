@@ -17,6 +17,8 @@ from crc32c import crc32c
 
 GZIP = 1
 TIMESTAMP_TYPE_BIT = 0x08   # LogAppendTime
+TRANSACTIONAL = 0x10        # KIP-98: a transaction's batch
+CONTROL = 0x20              # a transaction marker
 _HEADER = struct.Struct(">qiibIhiqqqhii")   # base offset .. record count
 
 
@@ -46,7 +48,7 @@ def _bytes(data: bytes | None) -> bytes:
 
 
 def encode(records: list[Rec], *, producer_id: int = -1, producer_epoch: int = -1,
-           base_sequence: int = -1, compression: int = 0) -> bytes:
+           base_sequence: int = -1, compression: int = 0, transactional: bool = False) -> bytes:
     base_ts = records[0].timestamp
     body = bytearray()
     for delta, r in enumerate(records):
@@ -58,7 +60,7 @@ def encode(records: list[Rec], *, producer_id: int = -1, producer_epoch: int = -
         body += _varint(len(rec)) + rec
     if compression == GZIP:
         body = bytearray(gzip.compress(bytes(body), mtime=0))
-    attributes = compression
+    attributes = compression | (TRANSACTIONAL if transactional else 0)
     after_crc = struct.pack(">hiqqqhii", attributes, len(records) - 1, base_ts,
                             max(r.timestamp for r in records), producer_id, producer_epoch,
                             base_sequence, len(records)) + bytes(body)

@@ -17,15 +17,23 @@ OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP = 8, 9, 10, 11
 HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 12, 13, 14
 API_VERSIONS, CREATE_TOPICS = 18, 19
 INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 22, 23
+ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
+DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
 # The APIs the suite compares (ApiVersions aside: its answer is the two
 # brokers' own lists, which differ by design).
 COMPARED = (PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH,
             FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, CREATE_TOPICS,
             INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_CONFIGS,
-            INCREMENTAL_ALTER_CONFIGS)
+            INCREMENTAL_ALTER_CONFIGS, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN,
+            TXN_OFFSET_COMMIT, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS)
+# Versions a client may not go above: AddPartitionsToTxn v4+ is the batched,
+# broker-to-broker form (KIP-890 part 1: partition leaders verifying).
+CLIENT_MAX = {ADD_PARTITIONS_TO_TXN: 3}
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 EARLIEST, LATEST = -2, -1
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+GROUP_KEY, TRANSACTION_KEY = 0, 1       # FindCoordinator key types
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
@@ -93,20 +101,20 @@ def incremental_alter_configs(v: int, resources, *, validate_only: bool):
 
 
 def produce(v: int, topic: str, partition: int, records: bytes, *, acks: int,
-            timeout_ms: int = 10000):
+            timeout_ms: int = 10000, transactional_id: str | None = None):
     s = Shape(PRODUCE, v)
-    return s("ProduceRequest", transactional_id=None, acks=acks,
+    return s("ProduceRequest", transactional_id=transactional_id, acks=acks,
              timeout=timedelta(milliseconds=timeout_ms), topic_data=(
                  s("TopicProduceData", name=topic, topic_id=uuid.UUID(int=0), partition_data=(
                      s("PartitionProduceData", index=partition, records=records),)),))
 
 
 def fetch(v: int, topic: str, partition: int, offset: int, *, current_leader_epoch: int = -1,
-          max_bytes: int = 1 << 20, max_wait_ms: int = 0):
+          max_bytes: int = 1 << 20, max_wait_ms: int = 0, isolation_level: int = 0):
     s = Shape(FETCH, v)
     return s("FetchRequest", cluster_id=None, replica_id=-1,
              max_wait=timedelta(milliseconds=max_wait_ms), min_bytes=1, max_bytes=max_bytes,
-             isolation_level=0, session_id=0, session_epoch=-1, rack_id="",
+             isolation_level=isolation_level, session_id=0, session_epoch=-1, rack_id="",
              forgotten_topics_data=(), topics=(
                  s("FetchTopic", topic=topic, topic_id=uuid.UUID(int=0), partitions=(
                      s("FetchPartition", partition=partition,
@@ -116,9 +124,9 @@ def fetch(v: int, topic: str, partition: int, offset: int, *, current_leader_epo
 
 
 def list_offsets(v: int, topic: str, partition: int, timestamp: int, *,
-                 current_leader_epoch: int = -1):
+                 current_leader_epoch: int = -1, isolation_level: int = 0):
     s = Shape(LIST_OFFSETS, v)
-    return s("ListOffsetsRequest", replica_id=-1, isolation_level=0, topics=(
+    return s("ListOffsetsRequest", replica_id=-1, isolation_level=isolation_level, topics=(
         s("ListOffsetsTopic", name=topic, partitions=(
             s("ListOffsetsPartition", partition_index=partition, timestamp=timestamp,
               current_leader_epoch=current_leader_epoch, max_num_offsets=1),)),))
@@ -133,16 +141,17 @@ def offset_for_leader_epoch(v: int, topic: str, partition: int, leader_epoch: in
               current_leader_epoch=current_leader_epoch),)),))
 
 
-def init_producer_id(v: int, producer_id: int = -1, producer_epoch: int = -1):
+def init_producer_id(v: int, producer_id: int = -1, producer_epoch: int = -1, *,
+                     transactional_id: str | None = None, timeout_ms: int = 60000):
     return Shape(INIT_PRODUCER_ID, v)(
-        "InitProducerIdRequest", transactional_id=None,
-        transaction_timeout=timedelta(milliseconds=60000),
+        "InitProducerIdRequest", transactional_id=transactional_id,
+        transaction_timeout=timedelta(milliseconds=timeout_ms),
         producer_id=producer_id, producer_epoch=producer_epoch)
 
 
-def find_coordinator(v: int, group: str):
-    return Shape(FIND_COORDINATOR, v)("FindCoordinatorRequest", key=group, key_type=0,
-                                      coordinator_keys=(group,))
+def find_coordinator(v: int, key: str, key_type: int = GROUP_KEY):
+    return Shape(FIND_COORDINATOR, v)("FindCoordinatorRequest", key=key, key_type=key_type,
+                                      coordinator_keys=(key,))
 
 
 def join_group(v: int, group: str, member_id: str, instance_id: str | None,
@@ -198,3 +207,58 @@ def offset_fetch(v: int, group: str, partitions: dict[str, list[int]] | None):
              if partitions is None else tuple(
                  s("OffsetFetchRequestTopic", name=t, partition_indexes=tuple(ps))
                  for t, ps in partitions.items()))
+
+
+# -- transactions (KIP-98, KIP-664) ----------------------------------------------
+
+def add_partitions_to_txn(v: int, transactional_id: str, producer_id: int, epoch: int,
+                          partitions: list[tuple[str, int]]):
+    s = Shape(ADD_PARTITIONS_TO_TXN, v)
+    topics = list(dict.fromkeys(t for t, _ in partitions))
+    return s("AddPartitionsToTxnRequest", v3_and_below_transactional_id=transactional_id,
+             v3_and_below_producer_id=producer_id, v3_and_below_producer_epoch=epoch,
+             v3_and_below_topics=tuple(
+                 s("AddPartitionsToTxnTopic", name=t,
+                   partitions=tuple(p for name, p in partitions if name == t)) for t in topics))
+
+
+def add_offsets_to_txn(v: int, transactional_id: str, producer_id: int, epoch: int, group: str):
+    return Shape(ADD_OFFSETS_TO_TXN, v)(
+        "AddOffsetsToTxnRequest", transactional_id=transactional_id, producer_id=producer_id,
+        producer_epoch=epoch, group_id=group)
+
+
+def end_txn(v: int, transactional_id: str, producer_id: int, epoch: int, commit: bool):
+    return Shape(END_TXN, v)("EndTxnRequest", transactional_id=transactional_id,
+                             producer_id=producer_id, producer_epoch=epoch, committed=commit)
+
+
+def txn_offset_commit(v: int, transactional_id: str, group: str, producer_id: int, epoch: int,
+                      offsets: list[tuple[str, int, int]]):
+    """offsets: (topic, partition, offset), from no group member (generation -1)."""
+    s = Shape(TXN_OFFSET_COMMIT, v)
+    topics = list(dict.fromkeys(t for t, *_ in offsets))
+    return s("TxnOffsetCommitRequest", transactional_id=transactional_id, group_id=group,
+             producer_id=producer_id, producer_epoch=epoch, generation_id=-1, member_id="",
+             group_instance_id=None, topics=tuple(
+                 s("TxnOffsetCommitRequestTopic", name=topic, partitions=tuple(
+                     s("TxnOffsetCommitRequestPartition", partition_index=p,
+                       committed_offset=o, committed_leader_epoch=-1, committed_metadata="")
+                     for t, p, o in offsets if t == topic)) for topic in topics))
+
+
+def describe_transactions(v: int, transactional_ids: list[str]):
+    return Shape(DESCRIBE_TRANSACTIONS, v)("DescribeTransactionsRequest",
+                                           transactional_ids=tuple(transactional_ids))
+
+
+def list_transactions(v: int, states: list[str], producer_ids: list[int], duration_ms: int = -1):
+    return Shape(LIST_TRANSACTIONS, v)("ListTransactionsRequest", state_filters=tuple(states),
+                                       producer_id_filters=tuple(producer_ids),
+                                       duration_filter=duration_ms)
+
+
+def describe_producers(v: int, topic: str, partitions: list[int]):
+    s = Shape(DESCRIBE_PRODUCERS, v)
+    return s("DescribeProducersRequest", topics=(
+        s("TopicRequest", name=topic, partition_indexes=tuple(partitions)),))

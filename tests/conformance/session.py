@@ -33,10 +33,12 @@ class Session:
         self._conns: dict[tuple[int, str], Connection] = {}
         self.members: dict[str, str] = {}          # scenario name -> member id
         self.producers: dict[str, list[int]] = {}  # scenario name -> [producer id, epoch]
-        self.coordinators: dict[str, int] = {}
+        self.coordinators: dict[tuple[int, str], int] = {}    # (key type, key) -> node
         self.manual: set[str] = set()       # topics created with a manual assignment
         self.groups: dict[str, object] = {}  # group -> what the cluster said of it (steps_groups)
         self.log_end: dict[tuple[str, int], int] = {}   # what this scenario appended, by partition
+        # (producer, topic, partition) -> (epoch, next sequence) (steps_transactions)
+        self.sequences: dict[tuple[str, str, int], tuple[int, int]] = {}
         self._barriers = 0
 
     def topic(self, name: str) -> str:
@@ -141,19 +143,22 @@ class Session:
                 return False
         return True
 
-    def coordinator(self, group: str) -> int:
-        """The group's coordinator node (FindCoordinator, retried while the
-        coordinator is not available or loading)."""
-        if group in self.coordinators:
-            return self.coordinators[group]
-        deadline = time.monotonic() + SETTLE_TIMEOUT
+    def coordinator(self, key: str, key_type: int = rq.GROUP_KEY) -> int:
+        """The coordinator node of a group (or, key type 1, of a
+        transactional id): FindCoordinator, retried while the coordinator is
+        not available or loading (Kafka creates `__transaction_state` on
+        the first transactional lookup)."""
+        if (key_type, key) in self.coordinators:
+            return self.coordinators[(key_type, key)]
+        deadline = time.monotonic() + SETTLE_TIMEOUT * (1 + key_type)
         while True:
-            answer = self.call(1, rq.find_coordinator(self.v[rq.FIND_COORDINATOR], group))
+            answer = self.call(1, rq.find_coordinator(self.v[rq.FIND_COORDINATOR], key,
+                                                      key_type))
             if answer.error_code == ErrorCode.none:
-                self.coordinators[group] = answer.node_id
+                self.coordinators[(key_type, key)] = answer.node_id
                 return answer.node_id
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.kind}: no coordinator for {group}: "
+                raise TimeoutError(f"{self.kind}: no coordinator for {key}: "
                                    f"{answer.error_code.name}")
             time.sleep(0.1)
 

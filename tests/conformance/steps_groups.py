@@ -66,16 +66,18 @@ def member_id(s, member: str) -> str:
 
 @dataclass(frozen=True)
 class FindCoordinator(Step):
-    group: str
+    group: str                  # or a transactional id, with key type 1
+    key_type: int = rq.GROUP_KEY
     api = "FindCoordinator"
 
     def run(self, s) -> Any:
         name = s.group(self.group)
         if self.group.startswith("!"):      # an id that may have no coordinator: asked once
             node = None
-        else:
-            node = s.coordinator(name)      # retried while loading; then asked again, compared
-        answer = plain(s.call(1, rq.find_coordinator(s.v[rq.FIND_COORDINATOR], name)))
+        else:                               # retried while loading; then asked again, compared
+            node = s.coordinator(name, self.key_type)
+        answer = plain(s.call(1, rq.find_coordinator(s.v[rq.FIND_COORDINATOR], name,
+                                                     self.key_type)))
         answer["error_message"] = text(answer["error_message"])
         if answer["error_code"] == "none":
             where = s.node_of(answer["host"], answer["port"])

@@ -1,6 +1,7 @@
 """Record steps: Produce (acks 0/1/all, plain or idempotent batches, gzip),
 Fetch in and out of range, ListOffsets (earliest, latest, by timestamp),
-OffsetForLeaderEpoch, InitProducerId. Each goes to the partition's leader
+both read_uncommitted or read_committed, OffsetForLeaderEpoch,
+InitProducerId. Each goes to the partition's leader
 as the cluster's Metadata says (as a client would)."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 from tests.conformance import requests as rq
 from tests.conformance.base import Step, text
 from tests.conformance.plain import keyed, plain
-from tests.conformance.records import GZIP, Rec, decode, encode
+from tests.conformance.records import CONTROL, GZIP, Rec, decode, encode
 from tests.conformance.wire import Closed
 
 LOG_APPEND_SLACK_MS = 60_000
@@ -97,11 +98,25 @@ class Produce(Step):
                     if self.acks == 1:
                         settle(s, node, topic, self.partition)
                 p["error_message"] = text(p["error_message"])
-                if p["log_append_time"] not in (-1, None) and \
-                        abs(p["log_append_time"] - time.time() * 1000) < LOG_APPEND_SLACK_MS:
+                if p["log_append_time"] not in (-1, None) and near_now(p["log_append_time"]):
                     p["log_append_time"] = "<now>"
         return {**answer, "responses": {t["name"]: keyed(t["partition_responses"], "index")
                                         for t in answer["responses"]}}
+
+
+def near_now(ms: Any) -> bool:
+    return isinstance(ms, int) and abs(ms - time.time() * 1000) < LOG_APPEND_SLACK_MS
+
+
+def stamp_now(batch: dict) -> None:
+    """log-append-time: a transaction marker (a control batch) is stamped
+    with its broker's clock when written."""
+    for key in ("base_timestamp", "max_timestamp"):
+        if near_now(batch[key]):
+            batch[key] = "<now>"
+    for record in batch["records"]:
+        if near_now(record["timestamp"]):
+            record["timestamp"] = "<now>"
 
 
 def settle(s, node: int, topic: str, partition: int, timeout: float = 10.0) -> None:
@@ -141,6 +156,7 @@ class Fetch(Step):
     current_leader_epoch: int = -1
     max_bytes: int = 1 << 20
     via: str = "leader"
+    isolation_level: int = rq.READ_UNCOMMITTED
     api = "Fetch"
 
     def run(self, s) -> Any:
@@ -150,14 +166,22 @@ class Fetch(Step):
             follower_caught_up(s, node, topic, self.partition)
         answer = plain(s.call(node, rq.fetch(
             s.v[rq.FETCH], topic, self.partition, self.offset,
-            current_leader_epoch=self.current_leader_epoch, max_bytes=self.max_bytes)))
+            current_leader_epoch=self.current_leader_epoch, max_bytes=self.max_bytes,
+            isolation_level=self.isolation_level)))
         for t in answer["responses"]:
             for p in t["partitions"]:
                 batches = decode(p["records"])
                 for batch in batches:
                     if "producer_id" in batch:
                         batch["producer_id"] = s.producer_name(batch["producer_id"])
+                    if batch.get("attributes", 0) & CONTROL:
+                        stamp_now(batch)
                 p["records"] = batches
+                if p["aborted_transactions"] is not None:       # read_committed
+                    p["aborted_transactions"] = sorted(
+                        ({"producer_id": s.producer_name(a["producer_id"]),
+                          "first_offset": a["first_offset"]} for a in p["aborted_transactions"]),
+                        key=lambda a: (a["first_offset"], str(a["producer_id"])))
         return {**answer, "responses": {t["topic"]: keyed(t["partitions"], "partition_index")
                                         for t in answer["responses"]}}
 
@@ -169,6 +193,7 @@ class ListOffsets(Step):
     timestamp: int
     current_leader_epoch: int = -1
     via: str = "leader"
+    isolation_level: int = rq.READ_UNCOMMITTED
     api = "ListOffsets"
 
     def run(self, s) -> Any:
@@ -176,7 +201,8 @@ class ListOffsets(Step):
         node = s.node_for(topic, self.partition, self.via)
         answer = plain(s.call(node, rq.list_offsets(
             s.v[rq.LIST_OFFSETS], topic, self.partition, self.timestamp,
-            current_leader_epoch=self.current_leader_epoch)))
+            current_leader_epoch=self.current_leader_epoch,
+            isolation_level=self.isolation_level)))
         return {**answer, "topics": {t["name"]: keyed(t["partitions"], "partition_index")
                                      for t in answer["topics"]}}
 

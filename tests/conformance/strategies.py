@@ -362,9 +362,17 @@ def group_scenarios(draw, size: int):
     return steps
 
 
+def transaction_scenarios(size: int):
+    """In a module of its own (strategies_transactions.py), which draws
+    this one's timestamps."""
+    from tests.conformance.strategies_transactions import transaction_scenarios as scenarios
+    return scenarios(size)
+
+
 AREAS = {
     "topics": topic_scenarios,
     "records": record_scenarios,
     "producer": producer_scenarios,
     "groups": group_scenarios,
+    "transactions": transaction_scenarios,
 }

@@ -15,7 +15,7 @@ from tests.conformance.base import NORMALISATIONS
 from tests.conformance.compare import Outcome, compare, differences
 from tests.conformance.divergences import MISSING
 from tests.conformance.plain import keyed
-from tests.conformance.records import GZIP, Rec, decode, encode
+from tests.conformance.records import GZIP, TRANSACTIONAL, Rec, decode, encode
 from tests.conformance.steps_records import Fetch
 from tests.conformance.steps_topics import AlterConfigs, CreateTopics, TopicSpec
 
@@ -120,3 +120,50 @@ def test_batches_decode_as_a_client_reads_them(compression):
         [(0, 1_700_000_000_123, b"k", b"v1"), (1, 1_700_000_000_001, None, None)]
     with pytest.raises(ValueError, match="CRC"):
         decode(data[:-1] + bytes([data[-1] ^ 1]))
+
+
+def test_aborted_transactions_are_accepted_only_beyond_the_last_stable_offset():
+    def answer(aborted, lso=4):
+        return {"responses": {"p-t0": {0: {"last_stable_offset": lso,
+                                           "aborted_transactions": aborted}}}}
+    early, late = {"producer_id": "x0", "first_offset": 1}, {"producer_id": "x1", "first_offset": 6}
+    step = Fetch("t0", 0, 0, isolation_level=1)
+    ok, bad = Outcome(), Outcome()
+    compare("Fetch", answer([early]), answer([early, late]), step, ok)
+    compare("Fetch", answer([]), answer([early, late]), step, bad)
+    assert (ok.unexplained, ok.applied) == ([], {"aborted-transactions-beyond-read": 1})
+    assert [d.path for d in bad.unexplained] == ["responses.p-t0.0.aborted_transactions"]
+
+
+def test_a_transaction_state_with_no_start_time_decodes():
+    import io
+    from datetime import UTC, datetime, timedelta
+
+    from kio.schema.describe_transactions.v0 import response as kio_response
+    from kio.schema.errors import ErrorCode
+    from kio.serial import entity_reader, entity_writer
+
+    from tests.conformance.lenient import DescribeTransactionsResponse
+
+    state = kio_response.TransactionState(
+        error_code=ErrorCode.none, transactional_id="x", transaction_state="Empty",
+        transaction_timeout=timedelta(seconds=60),
+        transaction_start_time=datetime(1970, 1, 1, tzinfo=UTC) - timedelta(milliseconds=1),
+        producer_id=7, producer_epoch=0, topics=())
+    response = kio_response.DescribeTransactionsResponse(throttle_time=timedelta(0),
+                                                         transaction_states=(state,))
+    buffer = io.BytesIO()
+    entity_writer(type(response))(buffer, response)
+    decoded, _ = entity_reader(DescribeTransactionsResponse)(buffer.getvalue(), 0)
+    assert decoded.transaction_states[0].transaction_start_time == -1
+
+
+def test_a_transactional_batch_carries_its_flag():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka.record.default_records import DefaultRecordBatch
+    data = encode([Rec(b"v", None, 1_700_000_000_000)], producer_id=7, producer_epoch=0,
+                  base_sequence=0, transactional=True)
+    assert DefaultRecordBatch(data).is_transactional
+    assert decode(data)[0]["attributes"] & TRANSACTIONAL
