@@ -88,8 +88,9 @@ class FinalReader:
         recorded; a client that fails is replaced by a new process."""
         wanted = partitions_value(self.partitions)
         until = time.monotonic() + self.stable_within
-        clients = {level: self._client(dataclasses.replace(self.settings, isolation_level=level))
-                   for level in ("read_uncommitted", "read_committed")}
+        def client_for(level: str):
+            return self._client(dataclasses.replace(self.settings, isolation_level=level))
+        clients = {level: client_for(level) for level in ("read_uncommitted", "read_committed")}
         try:
             while time.monotonic() < until:
                 ends = {}
@@ -100,8 +101,7 @@ class FinalReader:
                     if outcome.type != "ok":
                         close_quietly(client)
                         self.process += self.step
-                        clients[level] = self._client(dataclasses.replace(
-                            self.settings, isolation_level=level))
+                        clients[level] = client_for(level)
                         break
                     ends[level] = [o["offset"] for o in outcome.value["offsets"]]
                 else:
