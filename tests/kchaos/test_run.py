@@ -46,7 +46,10 @@ def test_a_clean_30_second_run_is_valid(kchaos):
     sends = done[("send", "ok")]
     reads = sum(len(e["value"]["reads"]) for e in events(result.run_dir)
                 if e["f"] == "poll" and e["type"] == "ok")
-    assert sends >= 2000 and reads >= 2000, (sends, reads)
+    # A floor on work done, not a throughput target (those live in
+    # benchmarks/): the rate asks for 9000 sends; a loaded CI worker has
+    # delivered under 2000, so only a run that barely worked fails here.
+    assert sends >= 1000 and reads >= 1000, (sends, reads)
     assert done[("assign", "ok")] and done[("subscribe", "ok")]
     assert done[("commit", "ok")] and done[("committed", "ok")] and done[("crash", "info")]
     assert result.outcome.final["reached"] is True
