@@ -266,22 +266,36 @@ class ConsumerWorker(Worker):
 
     def _start(self, seek_to_beginning: bool):
         """A new client for a new process: assign (from the beginning the
-        first time, else from the committed offsets) or subscribe."""
+        first time, else from the committed offsets) or subscribe. A start
+        that ends `info` (its client's JVM killed, say) ends its process
+        too, and the next one starts, one pacing interval later, until the
+        stop."""
+        while True:
+            client, outcome = self._start_once(seek_to_beginning)
+            if outcome.type != "info":
+                return client
+            close_quietly(client)
+            self.next_process()
+            if self.stop.wait(self.config.concurrency / self.config.rate):
+                return client
+
+    def _start_once(self, seek_to_beginning: bool):
         config, target = self.config, self.target
         client = make_consumer(config.client, target.bootstrap, config.client_settings,
                                f"kchaos-c{self.process}", self.group)
         self.owned, self.positions, self.committed_positions = set(), {}, {}
         if self.mode == "assign":
             partitions = self._all_partitions()
-            self.call("assign", h.invocation("assign", partitions=partitions_value(partitions),
-                                             seek_to_beginning=seek_to_beginning),
-                      lambda: client.assign(partitions, seek_to_beginning))
+            outcome = self.call("assign", h.invocation(
+                "assign", partitions=partitions_value(partitions),
+                seek_to_beginning=seek_to_beginning),
+                lambda: client.assign(partitions, seek_to_beginning))
             self.owned = set(partitions)
         else:
-            self.call("subscribe", h.invocation("subscribe", group=self.group,
-                                                topics=list(target.topics)),
-                      lambda: client.subscribe(self.group, list(target.topics)))
-        return client
+            outcome = self.call("subscribe", h.invocation("subscribe", group=self.group,
+                                                          topics=list(target.topics)),
+                                lambda: client.subscribe(self.group, list(target.topics)))
+        return client, outcome
 
     def _poll(self, client) -> Outcome:
         outcome = self.call("poll", h.invocation("poll"),

@@ -15,6 +15,7 @@ from cluster.broker_process import free_port
 from history_analysis.history import HistoryWriter
 from history_analysis.history.reader import HistoryReader
 from workloads.clients import ClientSettings, Outcome, java, make_consumer, make_producer
+from workloads import queue
 from workloads.queue import Stats, run_queue
 from workloads.queue_config import QueueConfig, Target
 
@@ -145,6 +146,32 @@ def test_the_queue_workload_goes_on_when_its_jvms_are_killed(broker, topic, tmp_
         after = ends[crashed[0] + 1:]
         assert any(e["type"] == "ok" and e["process"] > ends[crashed[0]]["process"]
                    for e in after), f"slot {slot} did not go on as a new process"
+
+
+def test_a_consumer_whose_jvm_dies_before_its_assign_ends_its_process(broker, topic, tmp_path,
+                                                                      monkeypatch):
+    """The assign that starts a consumer process ends `info` when its JVM
+    is gone: that process is over, and the next one starts (the suite once
+    saw the old process poll on, a history the reader refuses)."""
+    real, killed = queue.make_consumer, []
+
+    def dead_on_arrival(*args, **kwargs):
+        client = real(*args, **kwargs)
+        if not killed:      # the JVM its first operation would use, killed
+            client.jvm = java.jvms.acquire()
+            killed.append(client.jvm.pid)
+            os.kill(client.jvm.pid, signal.SIGKILL)
+        return client
+    monkeypatch.setattr(queue, "make_consumer", dead_on_arrival)
+    path = tmp_path / "history.jsonl"
+    history = HistoryWriter(path)
+    config = QueueConfig(client="java", partitions=1, concurrency=2, rate=20,
+                         consumer_mode="assign")
+    run_queue(config, Target(broker.bootstrap, (topic,), ("g",), seed=1), history, 6.0, Stats())
+    history.close()
+    starts = [(e["process"], e["type"]) for e in HistoryReader(path)
+              if e["f"] == "assign" and e["type"] != "invoke"]
+    assert killed and starts[:2] == [(1, "info"), (3, "ok")], starts
 
 
 def test_a_java_exception_stays_the_client_s_own_beside_pyspark(broker, clients, monkeypatch):
