@@ -334,13 +334,13 @@ class GroupCoordinator:
             return ErrorCode.rebalance_in_progress
         return error
 
-    def fetch_offsets(self, group_id: str,
-                      partitions: Sequence[TopicPartition] | None) -> OffsetFetchResult:
+    def fetch_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None,
+                      require_stable: bool = False) -> OffsetFetchResult:
         """partitions None = every partition the group has an offset for."""
         error = self._status_error(group_id, empty_id_allowed=True)
         if error is not None:
             return OffsetFetchResult(error)
-        return self._offsets.fetch(self._groups.get(group_id), partitions)
+        return self._offsets.fetch(self._groups.get(group_id), partitions, require_stable)
 
     # -- listing -----------------------------------------------------------------
 

@@ -87,13 +87,19 @@ class GroupOffsets:
         return error
 
     @staticmethod
-    def fetch(group: Group | None,
-              partitions: Sequence[TopicPartition] | None) -> OffsetFetchResult:
-        """partitions None = every partition the group has an offset for."""
+    def fetch(group: Group | None, partitions: Sequence[TopicPartition] | None,
+              require_stable: bool = False) -> OffsetFetchResult:
+        """partitions None = every partition the group has an offset for.
+        `require_stable`: a partition with an offset pending in an open
+        transaction is UNSTABLE_OFFSET_COMMIT (KIP-447; Kafka's
+        OffsetMetadataManager.hasPendingTransactionalOffsets)."""
         stored = group.offsets if group is not None else {}
+        unstable = set().union(*group.pending_txn_offsets.values()) \
+            if require_stable and group is not None else set()
         wanted = list(stored) if partitions is None else partitions
         return OffsetFetchResult(NONE, {
-            tp: (CommittedOffset(stored[tp][1].offset, stored[tp][1].leader_epoch,
-                                 stored[tp][1].metadata)
+            tp: (CommittedOffset(error=ErrorCode.unstable_offset_commit) if tp in unstable
+                 else CommittedOffset(stored[tp][1].offset, stored[tp][1].leader_epoch,
+                                      stored[tp][1].metadata)
                  if tp in stored else CommittedOffset())
             for tp in wanted})

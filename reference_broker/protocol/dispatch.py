@@ -36,7 +36,7 @@ BROKER_APIS = {
     2: (list_offsets, 1, 5),
     3: (metadata, 1, 9),
     8: (offset_commit, 2, 7),
-    9: (offset_fetch, 1, 5),
+    9: (offset_fetch, 1, 7),
     10: (find_coordinator, 0, 2),
     11: (join_group, 0, 5),
     12: (heartbeat, 0, 3),

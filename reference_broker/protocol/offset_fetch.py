@@ -1,7 +1,11 @@
 """OffsetFetch: a group's committed offsets, for the partitions named or
 (topics null, v2+) all of them, each with the leader epoch it was committed
 in (v5+, KIP-320: a consumer resuming there validates it) — none under the
-`no-leader-epoch-fencing` switch, as before KIP-320."""
+`no-leader-epoch-fencing` switch, as before KIP-320. With `require_stable`
+(v7+, KIP-447) a partition whose offset waits in an open transaction is
+UNSTABLE_OFFSET_COMMIT, so a consumer of a consume-transform-produce
+pipeline does not resume from an offset its predecessor may still commit.
+(v8's batch of groups is not served.)"""
 
 from __future__ import annotations
 
@@ -17,7 +21,8 @@ async def handle(broker, header, request):
     shape = Shapes(request)
     wanted = None if request.topics is None else \
         [(t.name, p) for t in request.topics for p in t.partition_indexes]
-    result = broker.coordinator.fetch_offsets(request.group_id, wanted)
+    require_stable = shape.version >= 7 and request.require_stable
+    result = broker.coordinator.fetch_offsets(request.group_id, wanted, require_stable)
     by_topic = defaultdict(list)
     for (topic, partition), committed in sorted(result.offsets.items()):
         epoch = committed.leader_epoch if broker.tells_leader_epochs else NO_LEADER_EPOCH

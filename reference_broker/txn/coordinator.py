@@ -37,7 +37,7 @@ from kio.schema.errors import ErrorCode
 from reference_broker.bugs import TXN_EXPIRY_NO_BUMP
 from reference_broker.group.records import partition_for
 from reference_broker.txn.metadata import (
-    MAX_EPOCH, NO_EPOCH, Partition, TxnMetadata, TxnState, encode, replay,
+    NO_EPOCH, Partition, TxnMetadata, TxnState, encode, replay,
 )
 from reference_broker.txn.partition_txns import ABORT, COMMIT
 
@@ -227,15 +227,9 @@ class TransactionCoordinator:
         meta = self._txns.get(transactional_id) or TxnMetadata(
             transactional_id, self._allocate(), NO_EPOCH, timeout_ms, TxnState.EMPTY,
             last_update_ms=now)
-        if producer_id >= 0:
-            # KIP-360: a producer that names itself must be the current one;
-            # naming the epoch before the last bump is a retry of that bump.
-            if producer_id != meta.producer_id:
-                return InitResult(ErrorCode.producer_fenced)
-            if producer_epoch == meta.last_producer_epoch and meta.state.can_begin:
-                return InitResult(NONE, meta.producer_id, meta.producer_epoch)
-            if producer_epoch != meta.producer_epoch:
-                return InitResult(ErrorCode.producer_fenced)
+        expected = producer_epoch if producer_id >= 0 else None
+        if expected is not None and not meta.names_this_producer(producer_id, producer_epoch):
+            return InitResult(ErrorCode.producer_fenced)
         if meta.state.is_prepare:
             return InitResult(ErrorCode.concurrent_transactions)
         if meta.state == TxnState.ONGOING:
@@ -243,12 +237,12 @@ class TransactionCoordinator:
             # again, and its retry bumps once more ("never returned to the user").
             error = await self._abort(meta, bump=True)
             return InitResult(error or ErrorCode.concurrent_transactions)
-        if meta.producer_epoch >= MAX_EPOCH:
-            bumped = dict(producer_id=self._allocate(), producer_epoch=0)
-        else:
-            bumped = dict(producer_epoch=meta.producer_epoch + 1)
+        changes = meta.init_changes(expected, self._allocate)
+        if changes is None:
+            return InitResult(ErrorCode.producer_fenced)
+        # Even a retry's answer is written first: it counts only once durable.
         new = meta.to(TxnState.EMPTY, now, timeout_ms=timeout_ms, partitions=frozenset(),
-                      start_ms=-1, last_producer_epoch=meta.producer_epoch, **bumped)
+                      start_ms=-1, **changes)
         error = await self._write(new)
         if error:
             return InitResult(error)
@@ -316,8 +310,9 @@ class TransactionCoordinator:
         """Abort an ongoing transaction for the coordinator's own reasons
         (fencing, timeout): with `bump`, at the next epoch, so the old
         producer's late writes and EndTxn are refused."""
+        # prepareFenceProducerEpoch: no retry may name the fenced epoch.
         changes = dict(producer_epoch=meta.producer_epoch + 1,
-                       last_producer_epoch=meta.producer_epoch) if bump else {}
+                       last_producer_epoch=NO_EPOCH) if bump else {}
         new = meta.to(TxnState.PREPARE_ABORT, self._now_ms(), **changes)
         error = await self._write(new)
         if not error:

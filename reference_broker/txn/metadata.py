@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 NO_EPOCH = -1
@@ -85,9 +85,40 @@ class TxnMetadata:
     partitions: frozenset[Partition] = frozenset()
     last_update_ms: int = -1
     start_ms: int = -1
-    # The epoch before the last bump: an InitProducerId retried after its
-    # answer was lost names it (KIP-360). Not persisted, as in Kafka v0.
+    # The epoch before the producer's own last bump: an InitProducerId
+    # retried after its answer was lost names it (KIP-360). A new producer
+    # (an InitProducerId naming no epoch) and a fence set it to NO_EPOCH,
+    # so a zombie naming its old epoch is fenced. With the producer id
+    # before the last rotation, not persisted, as in Kafka's record v0.
     last_producer_epoch: int = NO_EPOCH
+    previous_producer_id: int = -1
+
+    def names_this_producer(self, producer_id: int, producer_epoch: int) -> bool:
+        """May an InitProducerId naming this producer go on (Kafka's
+        isValidProducerId)? Yes for an id just created, for the current
+        producer id (its epoch is judged by `init_changes`), and for the id
+        before a rotation named with its exhausted epoch (a retry)."""
+        return (self.producer_epoch == NO_EPOCH or producer_id == self.producer_id
+                or (producer_id == self.previous_producer_id and producer_epoch >= MAX_EPOCH))
+
+    def init_changes(self, expected_epoch: int | None,
+                     new_producer_id: Callable[[], int]) -> dict | None:
+        """What InitProducerId changes from Empty or Complete*, or None when
+        the producer naming `expected_epoch` is fenced
+        (prepareIncrementProducerEpoch, prepareProducerIdRotation; KIP-360)."""
+        if self.producer_epoch >= MAX_EPOCH and expected_epoch in (None, self.producer_epoch):
+            return dict(producer_id=new_producer_id(), producer_epoch=0,
+                        previous_producer_id=self.producer_id,
+                        last_producer_epoch=(NO_EPOCH if expected_epoch is None
+                                             else self.producer_epoch))
+        if expected_epoch is None:      # a new producer: the old one is fenced
+            return dict(producer_epoch=self.producer_epoch + 1, last_producer_epoch=NO_EPOCH)
+        if self.producer_epoch == NO_EPOCH or expected_epoch == self.producer_epoch:
+            return dict(producer_epoch=self.producer_epoch + 1,
+                        last_producer_epoch=self.producer_epoch)
+        if expected_epoch == self.last_producer_epoch:
+            return {}                   # a retry of a bump whose answer was lost
+        return None
 
     def to(self, state: TxnState, now_ms: int, **changes) -> TxnMetadata:
         if self.state not in _ALLOWED_FROM[state]:

@@ -201,9 +201,10 @@ def offset_commit(v: int, group: str, generation: int, member_id: str,
                  for t, p, o, e, m in offsets if t == topic)) for topic in topics))
 
 
-def offset_fetch(v: int, group: str, partitions: dict[str, list[int]] | None):
+def offset_fetch(v: int, group: str, partitions: dict[str, list[int]] | None,
+                 require_stable: bool = False):
     s = Shape(OFFSET_FETCH, v)
-    return s("OffsetFetchRequest", group_id=group, require_stable=False, topics=None
+    return s("OffsetFetchRequest", group_id=group, require_stable=require_stable, topics=None
              if partitions is None else tuple(
                  s("OffsetFetchRequestTopic", name=t, partition_indexes=tuple(ps))
                  for t, ps in partitions.items()))

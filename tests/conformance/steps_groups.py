@@ -289,6 +289,7 @@ class Commit(Step):
 class FetchOffsets(Step):
     group: str
     partitions: tuple[tuple[str, tuple[int, ...]], ...] | None     # None: all
+    require_stable: bool = False                                    # v7+, KIP-447
     api = "OffsetFetch"
 
     def run(self, s) -> Any:
@@ -297,6 +298,7 @@ class FetchOffsets(Step):
         answer = plain(s.call(node, rq.offset_fetch(
             s.v[rq.OFFSET_FETCH], name,
             None if self.partitions is None else {s.topic(t): list(ps)
-                                                  for t, ps in self.partitions})))
+                                                  for t, ps in self.partitions},
+            self.require_stable)))
         return {**answer, "topics": {t["name"]: keyed(t["partitions"], "partition_index")
                                      for t in answer["topics"]}}

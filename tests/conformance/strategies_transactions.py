@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from tests.conformance import requests as rq
 from tests.conformance.records import Rec
-from tests.conformance.steps_groups import FindCoordinator
+from tests.conformance.steps_groups import FetchOffsets, FindCoordinator
 from tests.conformance.steps_records import Batch, Fetch, ListOffsets, Produce
 from tests.conformance.steps_topics import CreateTopics, TopicSpec
 from tests.conformance.steps_transactions import (
@@ -42,7 +42,7 @@ def read(draw, partitions: int, producers: list[str]):
     """A read between writes, none of them compared for what it changed."""
     part = st.sampled_from(range(partitions))
     kind = draw(st.sampled_from(["fetch"] * 3 + ["list"] * 2 + ["describe", "list-txns",
-                                                                "producers"]))
+                                                                "producers", "offsets"]))
     if kind == "fetch":
         return Fetch("t0", draw(part), 0, isolation_level=draw(st.sampled_from([0, 1, 1])))
     if kind == "list":
@@ -55,6 +55,9 @@ def read(draw, partitions: int, producers: list[str]):
         return ListTxns(tuple(draw(st.lists(st.sampled_from(STATES), max_size=2, unique=True))),
                         tuple(draw(st.lists(st.sampled_from(producers + ["zz"]), max_size=1))),
                         draw(st.sampled_from([-1, -1, 3_600_000])))
+    if kind == "offsets":       # the group's, maybe pending in a transaction
+        return FetchOffsets(GROUP, draw(st.sampled_from([None, (("t0", (0,)),)])),
+                            require_stable=draw(st.booleans()))
     extra = (partitions,) if draw(st.integers(0, 4)) == 0 else ()
     return DescribeProducers("t0", tuple(range(partitions)) + extra)
 
@@ -85,23 +88,23 @@ def transaction_scenarios(draw, size: int):
 
     def init(p: str) -> None:
         """InitProducerId: a new producer instance (fencing the last one and
-        aborting its open transaction), or (KIP-360) the producer naming its
-        id and epoch to get the next one — only with no transaction open,
-        and then maybe again as a retry whose answer was lost (naming the
-        epoch before the bump); or naming another producer id. Not a zombie
-        naming an old epoch after another instance's bump, nor a claim that
-        fences an open transaction: the reference broker answers both
-        otherwise than Kafka (a coordinator bug, docs/broker.md)."""
+        aborting its open transaction), maybe followed by the fenced
+        instance naming its old epoch (a zombie: PRODUCER_FENCED); or
+        (KIP-360) the producer naming its id and epoch to get the next one —
+        with no transaction open maybe again as a retry whose answer was
+        lost (naming the epoch before the bump), with one open fencing
+        itself; or naming another producer id."""
         timeout = 60000 if not draw(rare) else draw(st.sampled_from([0, -1, 900001, 900000]))
         claims = ["none", "none", "other"]
-        if p in inited and p not in open_:
-            claims = ["none", "current", "current+retry", "other"]
+        if p in inited:
+            claims = ["none", "none+old", "current", "other"] + (
+                [] if p in open_ else ["current+retry"])
         claim = draw(st.sampled_from(claims)) if p in inited else "none"
         if draw(st.integers(0, 12)) == 0:
             steps.append(InitTxnProducer("!", timeout))         # INVALID_REQUEST
         steps.append(InitTxnProducer(p, timeout, claim.split("+")[0]))
         valid = 0 < timeout <= 900000
-        if claim == "current+retry" and valid:
+        if valid and claim in ("current+retry", "none+old"):
             steps.append(InitTxnProducer(p, timeout, "old"))
         if valid and claim != "other":
             inited.add(p)

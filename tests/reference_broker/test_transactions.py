@@ -213,17 +213,24 @@ def ctp_round(consumer, producer, count, *, commit: bool):
     return got
 
 
-def committed(bootstrap, group):
-    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    offset, = reader.committed([TopicPartition("in", 0)], TIMEOUT)
-    reader.close()
-    return offset.offset
+def committed(bootstrap, group, isolation="read_committed", timeout=TIMEOUT):
+    """The group's offset of `in`/0. read_committed (librdkafka's default)
+    asks OffsetFetch with require_stable, and librdkafka retries an
+    UNSTABLE_OFFSET_COMMIT answer until `timeout`."""
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                       "isolation.level": isolation})
+    try:
+        offset, = reader.committed([TopicPartition("in", 0)], timeout)
+        return offset.offset
+    finally:
+        reader.close()
 
 
 def test_consume_transform_produce_commits_the_input_offsets_with_the_output(broker):
     """The offsets sent with a transaction are the group's only once it
-    commits (pending until the marker), are dropped when it aborts, and
-    survive a restart of the broker — also while still pending."""
+    commits (pending until the marker: unstable to a read_committed
+    consumer), are dropped when it aborts, and survive a restart of the
+    broker — also while still pending."""
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic("in", 1, 1)])["in"].result(TIMEOUT)
     feeder = Producer({"bootstrap.servers": broker.bootstrap})
@@ -245,6 +252,11 @@ def test_consume_transform_produce_commits_the_input_offsets_with_the_output(bro
 
     consumer.seek(TopicPartition("in", 0, 5))
     assert ctp_round(consumer, producer, 5, commit=True) == [5, 6, 7, 8, 9]
+    # KIP-447: while offset 10 is pending, a read_committed consumer is not
+    # told 5 (it would process 5..9 again); a read_uncommitted one is.
+    assert committed(broker.bootstrap, "ctp", "read_uncommitted") == 5
+    with pytest.raises(KafkaException, match="(?i)timed out"):
+        committed(broker.bootstrap, "ctp", timeout=2)
     broker.stop()               # the offsets are pending in the log
     broker.start()
     producer.commit_transaction(TIMEOUT)    # retried until the restarted broker answers

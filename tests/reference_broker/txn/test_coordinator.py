@@ -12,7 +12,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from reference_broker.txn.coordinator import TransactionCoordinator, TxnConfig
-from reference_broker.txn.metadata import TxnState, decode, replay
+from reference_broker.txn.metadata import (
+    MAX_EPOCH, TxnMetadata, TxnState, decode, encode, replay,
+)
 from reference_broker.txn.partition_txns import ABORT, COMMIT
 
 NONE = ErrorCode.none
@@ -74,18 +76,41 @@ def run(scenario):
     return asyncio.run(wrapped())
 
 
-def test_init_bumps_the_epoch_and_a_retry_of_the_bump_is_answered_again():
+def test_a_producer_s_own_bump_may_be_retried_and_a_new_producer_fences_it():
+    """KIP-360: a producer naming its epoch bumps it, and a retry of that
+    bump (its answer lost) gets the same epoch, written again; a new
+    producer (naming none) leaves no last epoch, so the old one's retry is
+    fenced instead of handed the new producer's epoch."""
     async def scenario():
         c, log, _ = coordinator()
         first = await c.init_producer_id("a", 60000)
-        second = await c.init_producer_id("a", 60000)
-        retry = await c.init_producer_id("a", 60000, second.producer_id, 0)
-        return first, second, retry, log.states(0)
-    first, second, retry, states = run(scenario)
-    assert (first.error, first.producer_id, first.producer_epoch) == (NONE, 1000, 0)
-    assert (second.producer_id, second.producer_epoch) == (1000, 1)
-    assert (retry.error, retry.producer_epoch) == (NONE, 1)    # KIP-360: no second bump
-    assert states == [TxnState.EMPTY, TxnState.EMPTY]
+        pid = first.producer_id
+        own = await c.init_producer_id("a", 60000, pid, 0)
+        retry = await c.init_producer_id("a", 60000, pid, 0)
+        new = await c.init_producer_id("a", 60000)
+        answers = [first, own, retry, new] + [
+            await c.init_producer_id("a", 60000, p, e) for p, e in ((pid, 1), (pid, 0), (999, 2))]
+        return [(a.error, a.producer_id, a.producer_epoch) for a in answers], log.states(0)
+    answers, states = run(scenario)
+    fenced = (ErrorCode.producer_fenced, -1, -1)
+    assert answers == [(NONE, 1000, 0), (NONE, 1000, 1), (NONE, 1000, 1), (NONE, 1000, 2),
+                       fenced, fenced, fenced]
+    assert states == [TxnState.EMPTY] * 4
+
+
+def test_an_exhausted_epoch_rotates_the_producer_id_and_the_rotation_may_be_retried():
+    async def scenario():
+        ids = itertools.count(1000)
+        c = TransactionCoordinator(MemoryLog(), HeldMarkers(), lambda: next(ids),
+                                   TxnConfig(partitions=1))
+        c.load(0, coordinator_epoch=3, records=[encode(TxnMetadata(
+            "a", 7, MAX_EPOCH, 60000, TxnState.COMPLETE_COMMIT))])
+        return [await c.init_producer_id("a", 60000, 7, e) for e in (MAX_EPOCH, MAX_EPOCH,
+                                                                     MAX_EPOCH - 1)]
+    rotated, retried, stale = run(scenario)
+    assert (rotated.error, rotated.producer_id, rotated.producer_epoch) == (NONE, 1000, 0)
+    assert (retried.error, retried.producer_id, retried.producer_epoch) == (NONE, 1000, 0)
+    assert stale.error == ErrorCode.producer_fenced
 
 
 def test_commit_is_answered_before_the_markers_land():
@@ -118,14 +143,17 @@ def test_init_during_a_transaction_fences_it_with_an_abort_at_the_next_epoch():
         await c.add_partitions("a", pid, 0, [T0])
         fenced = await c.init_producer_id("a", 60000)
         await settle()
+        # The fenced producer asking for a bump of its own epoch (KIP-360)
+        # must not be handed the fencing epoch.
+        zombie_init = await c.init_producer_id("a", 60000, pid, 0)
         retried = await c.init_producer_id("a", 60000)
         zombie = await c.end_txn("a", pid, 0, commit=True)
-        return fenced, markers.written, retried, zombie
-    fenced, written, retried, zombie = run(scenario)
+        return fenced, markers.written, retried, zombie, zombie_init.error
+    fenced, written, retried, zombie, zombie_init = run(scenario)
     assert fenced.error == ErrorCode.concurrent_transactions
     assert written == [(1000, 1, ABORT, 3, (T0,))]              # the abort at epoch 1
     assert (retried.error, retried.producer_epoch) == (NONE, 2)
-    assert zombie == ErrorCode.producer_fenced
+    assert zombie == zombie_init == ErrorCode.producer_fenced
 
 
 def test_requests_from_unknown_or_old_producers():
