@@ -1,7 +1,9 @@
 """Transactions on three brokers and a controller, with real failures: the
 transaction coordinator killed in the middle of a commit or an abort while
 the markers cannot land (the data partition's leader paused), and
-read_committed readers across the leader change that follows.
+read_committed readers across the leader change that follows; and an open
+transaction whose partition leader is killed half-way (the new leader
+holds read_committed readers at its start until the marker).
 
 `__transaction_state` has one partition, so the coordinator is its leader;
 the data topic is placed so that its leader is another broker.
@@ -111,3 +113,53 @@ def test_coordinator_killed_mid_transaction_end_while_markers_cannot_land(cluste
     producer.produce(TOPIC, b"100", partition=0)
     producer.commit_transaction(TIMEOUT)
     assert read_committed(cluster.bootstrap, len(expected) + 1) == [*expected, 100]
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
+def test_an_open_transaction_outlives_its_partition_leader(cluster, commit):
+    """Half a transaction written to one leader, the other half to the
+    replica that takes over when it is killed: the new leader rebuilds the
+    open transaction from its log, so read_committed readers stop at its
+    first offset until the marker, and then see all of it or none."""
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "tx-lc",
+                         "linger.ms": 5})
+    producer.init_transactions(TIMEOUT)
+    coordinator = cluster.leader("__transaction_state")
+    others = sorted(set(cluster.brokers) - {coordinator})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, num_partitions=1, replica_assignment=[[
+        others[0], others[1], coordinator]])])[TOPIC].result(30)
+    cluster.wait_ready()
+    first_leader = cluster.leader(TOPIC)
+    assert first_leader != coordinator
+    feeder = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    feeder.produce(TOPIC, b"-1", partition=0)       # committed before the transaction
+    assert feeder.flush(TIMEOUT) == 0
+
+    producer.begin_transaction()
+    for v in range(10):
+        producer.produce(TOPIC, str(v).encode(), partition=0)
+    assert producer.flush(TIMEOUT) == 0
+    deadline = time.monotonic() + TIMEOUT       # both halves' replicas in the ISR
+    while len(cluster.isr(TOPIC)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    cluster.kill(first_leader)
+    deadline = time.monotonic() + TIMEOUT
+    while cluster.leader(TOPIC) in (first_leader, -1) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert cluster.leader(TOPIC) not in (first_leader, -1)
+    # Open on the new leader: read_committed stops before its first record.
+    assert read_committed(cluster.bootstrap, 1) == [-1]
+    assert read_committed(cluster.bootstrap, 11, "read_uncommitted") == list(range(-1, 10))
+
+    for v in range(10, 20):
+        producer.produce(TOPIC, str(v).encode(), partition=0)
+    assert producer.flush(TIMEOUT) == 0
+    if commit:
+        producer.commit_transaction(TIMEOUT)
+    else:
+        producer.abort_transaction(TIMEOUT)
+    feeder.produce(TOPIC, b"100", partition=0)      # after the marker
+    assert feeder.flush(TIMEOUT) == 0
+    expected = [-1, *(range(20) if commit else ()), 100]
+    assert read_committed(cluster.bootstrap, len(expected)) == expected
