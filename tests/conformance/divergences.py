@@ -360,23 +360,6 @@ divergence(
 
 # -- transactions --------------------------------------------------------------
 
-# What the transaction coordinator's verification answers, as TxnOffsetCommit
-# below v4 passes it on (AddPartitionsToTxnManager: TRANSACTION_ABORTABLE is
-# INVALID_TXN_STATE, PRODUCER_FENCED is INVALID_PRODUCER_EPOCH).
-VERIFICATION_REFUSALS = ("invalid_txn_state", "invalid_producer_id_mapping",
-                         "invalid_producer_epoch")
-
-divergence(
-    "txn-offset-commit-unverified",
-    "TxnOffsetCommit is not verified against the transaction (KAFKA-15449, KIP-890 part 1 "
-    "for offsets): offsets of a producer whose transaction does not hold the group (no "
-    "AddOffsetsToTxn), or of no transactional id, are taken here; Kafka 4.4's group "
-    "coordinator asks the transaction coordinator first and passes on its refusal",
-    ("TxnOffsetCommit", "topics.*.*",
-     lambda ref, kafka, *_: ref == "none" and kafka in VERIFICATION_REFUSALS),
-)
-
-
 def _aborted_beyond_read(ref, kafka, step, path, answers) -> bool:
     """Kafka's list is this broker's plus aborted transactions that begin at
     or after the last stable offset, where the read stopped."""
