@@ -13,20 +13,22 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from cluster.broker_process import BrokerProcess
 from history_analysis.history import HistoryWriter
 from history_analysis.history.reader import HistoryReader
+from workloads.clients import TRANSACTIONAL_LIBRARIES, make_transactional_producer
 from workloads.clients.base import ClientSettings, Stall
-from workloads.clients.confluent_txn import ConfluentTransactionalProducer
 from workloads.final import FinalReader
 from workloads.queue import run_queue
 from workloads.queue_config import QueueConfig, Target
 
 
-def test_transactions_commit_or_abort_and_only_commits_are_read(tmp_path):
+@pytest.mark.parametrize("library", TRANSACTIONAL_LIBRARIES)
+def test_transactions_commit_or_abort_and_only_commits_are_read(tmp_path, library):
     with BrokerProcess(tmp_path / "data", config=["group.initial.rebalance.delay.ms=0"]) \
             as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic("t", num_partitions=3,
                                       replication_factor=1)])["t"].result(30)
-        config = QueueConfig(partitions=3, replication_factor=1, concurrency=2, rate=40,
+        config = QueueConfig(client=library, partitions=3, replication_factor=1,
+                             concurrency=2, rate=40,
                              transactions=True, abort_probability=0.4,
                              crash_clients_every=1.0, consumer_mode="assign")
         assert config.problems() == []
@@ -55,8 +57,9 @@ def test_transactions_commit_or_abort_and_only_commits_are_read(tmp_path):
     assert not read & aborted
 
 
+@pytest.mark.parametrize("library", TRANSACTIONAL_LIBRARIES)
 @pytest.mark.parametrize("bug_on", [False, True])
-def test_a_transaction_stalled_past_its_timeout_is_fenced(tmp_path, bug_on):
+def test_a_transaction_stalled_past_its_timeout_is_fenced(tmp_path, bug_on, library):
     """KAFKA-6119's producer: one partition's records, a stall past the
     timeout (the coordinator aborts), then another partition and the commit.
     The abort's epoch bump fences it (`fail`); under `txn-expiry-no-bump` the
@@ -68,18 +71,19 @@ def test_a_transaction_stalled_past_its_timeout_is_fenced(tmp_path, bug_on):
         admin.create_topics([NewTopic("t", num_partitions=2,
                                       replication_factor=1)])["t"].result(30)
         clock = time.time_ns
-        producer = ConfluentTransactionalProducer(broker.bootstrap, ClientSettings(), "p",
-                                                  "tx", transaction_timeout_ms=1000)
+        producer = make_transactional_producer(library, broker.bootstrap, ClientSettings(),
+                                               "p", "tx", transaction_timeout_ms=1000)
         stalled = producer.transaction([("t", 0, 1), ("t", 1, 2)], True, 15, clock,
                                        Stall(after=1, wait=lambda: time.sleep(1.6)))
         if not producer.usable:
             producer.close()
-            producer = ConfluentTransactionalProducer(broker.bootstrap, ClientSettings(), "p",
-                                                      "tx", transaction_timeout_ms=1000)
+            producer = make_transactional_producer(library, broker.bootstrap,
+                                                   ClientSettings(), "p", "tx",
+                                                   transaction_timeout_ms=1000)
         after = producer.transaction([("t", 0, 3)], True, 15, clock)
         producer.close()
         history = HistoryWriter(tmp_path / "history.jsonl")
-        final = FinalReader(history, bootstrap=broker.bootstrap, library="confluent-kafka",
+        final = FinalReader(history, bootstrap=broker.bootstrap, library=library,
                             settings=ClientSettings(), partitions=[("t", 0), ("t", 1)],
                             first_process=1, process_step=1).run(60)
         history.close()
@@ -94,3 +98,29 @@ def test_a_transaction_stalled_past_its_timeout_is_fenced(tmp_path, bug_on):
     else:
         assert stalled.type == "fail" and "_FENCED" in stalled.error, stalled
         assert read == {3}
+
+
+@pytest.mark.parametrize("library", TRANSACTIONAL_LIBRARIES)
+def test_a_zombie_producer_is_fenced_by_its_successor(tmp_path, library):
+    """Two producers of one transactional.id: the second's first transaction
+    fences the first, whose next transaction is refused (`fail`: it never
+    asked to commit) and leaves it spent; a new producer goes on."""
+    with BrokerProcess(tmp_path / "data") as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("t", num_partitions=1,
+                                      replication_factor=1)])["t"].result(30)
+
+        def producer(name):
+            return make_transactional_producer(library, broker.bootstrap, ClientSettings(),
+                                               name, "tx", transaction_timeout_ms=10000)
+        zombie, successor = producer("zombie"), producer("successor")
+        try:
+            assert zombie.transaction([("t", 0, 1)], True, 15, time.time_ns).type == "ok"
+            assert successor.transaction([("t", 0, 2)], True, 15, time.time_ns).type == "ok"
+            fenced = zombie.transaction([("t", 0, 3)], True, 15, time.time_ns)
+            assert fenced.type == "fail" and "FENCED" in fenced.error.upper(), fenced
+            assert not zombie.usable
+            assert successor.transaction([("t", 0, 4)], True, 15, time.time_ns).type == "ok"
+        finally:
+            zombie.close()
+            successor.close()

@@ -21,7 +21,7 @@ from workloads.clients.base import (ClientSettings, ConsumerClient, Outcome,
                                     ProducerClient, TransactionalProducerClient)
 
 LIBRARIES = ("confluent-kafka", "kafka-python", "java")
-TRANSACTIONAL_LIBRARIES = ("confluent-kafka",)
+TRANSACTIONAL_LIBRARIES = ("confluent-kafka", "java")
 
 
 def _library(library: str):
@@ -51,6 +51,10 @@ def make_transactional_producer(library: str, bootstrap: str, settings: ClientSe
     if library == "confluent-kafka":
         from workloads.clients import confluent_txn
         return confluent_txn.ConfluentTransactionalProducer(
+            bootstrap, settings, client_id, transactional_id, transaction_timeout_ms)
+    if library == "java":
+        from workloads.clients import java_txn
+        return java_txn.JavaTransactionalProducer(
             bootstrap, settings, client_id, transactional_id, transaction_timeout_ms)
     raise ValueError(f"library={library!r}: transactions are built for "
                      f"{', '.join(TRANSACTIONAL_LIBRARIES)} only")

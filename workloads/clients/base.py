@@ -128,6 +128,17 @@ class Stall:
     wait: Callable[[], object]
 
 
+def txn_value(sends: list[tuple[str, int, int]], offsets: list[int | None] | None,
+              committing: int | None) -> dict:
+    """A `txn` completion: the sends with their offsets (None: unknown, or
+    aborted), and when the commit was asked for (left out if never)."""
+    offsets = offsets or [None] * len(sends)
+    extra = {} if committing is None else {"committing": committing}
+    return h.completion("txn", sends=[h.SEND_DONE(topic=t, partition=p, value=v, offset=o)
+                                      for (t, p, v), o in zip(sends, offsets)], reads=[],
+                        **extra)
+
+
 class TransactionalProducerClient(Protocol):
     usable: bool    # false after a fatal error: close it and make a new one
 

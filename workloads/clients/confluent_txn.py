@@ -26,9 +26,8 @@ from typing import Callable
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from history_analysis.history import schema as h
 from workloads.clients.base import (FAIL, INFO, OK, ClientSettings, Outcome, Stall,
-                                    encode_value)
+                                    encode_value, txn_value)
 from workloads.clients.confluent import describe, producer_config
 
 # A fenced producer's close() tries to abort and warns that it cannot: the
@@ -117,7 +116,7 @@ class ConfluentTransactionalProducer:
         while True:
             try:
                 self._producer.commit_transaction(max(0.1, deadline - time.monotonic()))
-                return Outcome(OK, _value(sends, offsets, committing))
+                return Outcome(OK, txn_value(sends, offsets, committing))
             except KafkaException as e:
                 error = e.args[0]
                 if error.txn_requires_abort():
@@ -135,13 +134,13 @@ class ConfluentTransactionalProducer:
             self._producer.abort_transaction(10)
         except KafkaException as e:
             self.usable = not e.args[0].fatal() and not e.args[0].retriable()
-        return Outcome(FAIL, _value(sends, None, committing), f"ABORTED: {reason}")
+        return Outcome(FAIL, txn_value(sends, None, committing), f"ABORTED: {reason}")
 
     def _ended(self, type_: str, sends, offsets, error: KafkaError,
                committing: int | None = None) -> Outcome:
         if error.fatal() or type_ == INFO:
             self.usable = False
-        return Outcome(type_, _value(sends, offsets, committing), describe(error))
+        return Outcome(type_, txn_value(sends, offsets, committing), describe(error))
 
     def close(self) -> None:
         if not self._closed:
@@ -149,10 +148,3 @@ class ConfluentTransactionalProducer:
             self._producer.purge()
             self._producer.close()
 
-
-def _value(sends, offsets, committing: int | None) -> dict:
-    offsets = offsets or [None] * len(sends)
-    extra = {} if committing is None else {"committing": committing}
-    return h.completion("txn", sends=[h.SEND_DONE(topic=t, partition=p, value=v, offset=o)
-                                      for (t, p, v), o in zip(sends, offsets)], reads=[],
-                        **extra)

@@ -255,23 +255,28 @@ def jvm_outcome(value: dict, error: Exception) -> Outcome:
     return Outcome(FAIL if isinstance(error, JvmStartError) else INFO, value, str(error))
 
 
+def producer_config(bootstrap: str, settings: ClientSettings, client_id: str) -> dict:
+    """KafkaProducer's configuration for `settings` (plain or transactional)."""
+    config = {
+        **common_config(bootstrap, settings, client_id),
+        "acks": settings.acks, "enable.idempotence": settings.idempotence,
+        "max.in.flight.requests.per.connection": settings.max_in_flight,
+        "linger.ms": settings.linger_ms, "batch.size": settings.batch_size,
+        "delivery.timeout.ms": settings.delivery_timeout_ms,
+        # send() blocks this long for the topic's metadata, then fails
+        # the record without having queued it.
+        "max.block.ms": settings.max_block_ms,
+        "key.serializer": "org.apache.kafka.common.serialization.ByteArraySerializer",
+        "value.serializer": "org.apache.kafka.common.serialization.ByteArraySerializer",
+    }
+    if settings.retries is not None:
+        config["retries"] = settings.retries
+    return config
+
+
 class JavaProducer(JvmClient):
     def __init__(self, bootstrap: str, settings: ClientSettings, client_id: str):
-        config = {
-            **common_config(bootstrap, settings, client_id),
-            "acks": settings.acks, "enable.idempotence": settings.idempotence,
-            "max.in.flight.requests.per.connection": settings.max_in_flight,
-            "linger.ms": settings.linger_ms, "batch.size": settings.batch_size,
-            "delivery.timeout.ms": settings.delivery_timeout_ms,
-            # send() blocks this long for the topic's metadata, then fails
-            # the record without having queued it.
-            "max.block.ms": settings.max_block_ms,
-            "key.serializer": "org.apache.kafka.common.serialization.ByteArraySerializer",
-            "value.serializer": "org.apache.kafka.common.serialization.ByteArraySerializer",
-        }
-        if settings.retries is not None:
-            config["retries"] = settings.retries
-        super().__init__(config)
+        super().__init__(producer_config(bootstrap, settings, client_id))
         self._retries = settings.retries
         self._max_block = settings.max_block_ms / 1000
         self._spent = False
