@@ -5,6 +5,7 @@ final reads (read_committed) return exactly the committed values."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -124,3 +125,24 @@ def test_a_zombie_producer_is_fenced_by_its_successor(tmp_path, library):
         finally:
             zombie.close()
             successor.close()
+
+
+@pytest.mark.parametrize("library", TRANSACTIONAL_LIBRARIES)
+def test_a_producer_closes_at_once_when_its_coordinator_is_gone(tmp_path, library):
+    """The broker killed in the middle of a transaction: the transaction
+    ends `fail` (never asked to commit) and closing the producer does not
+    wait for the dead coordinator (confluent-kafka's close() aborts an open
+    transaction with no bound: a run's workers once never stopped)."""
+    with BrokerProcess(tmp_path / "data") as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("t", num_partitions=1,
+                                      replication_factor=1)])["t"].result(30)
+        producer = make_transactional_producer(library, broker.bootstrap, ClientSettings(),
+                                               "p", "tx", transaction_timeout_ms=10000)
+        outcome = producer.transaction([("t", 0, 1), ("t", 0, 2)], True, 3, time.time_ns,
+                                       Stall(after=1, wait=broker.kill))
+        closer = threading.Thread(target=producer.close, daemon=True)
+        closer.start()
+        closer.join(30)
+        assert not closer.is_alive(), "close() waited for a dead coordinator"
+    assert outcome.type == "fail" and outcome.error.startswith("ABORTED: "), outcome

@@ -37,6 +37,10 @@ warnings.filterwarnings("ignore", "Producer abort_transaction failed during clos
                         RuntimeWarning)
 
 
+# How long close() tries to abort an open transaction (none open: at once).
+_CLOSE_ABORT_S = 5.0
+
+
 class ConfluentTransactionalProducer:
     def __init__(self, bootstrap: str, settings: ClientSettings, client_id: str,
                  transactional_id: str, transaction_timeout_ms: int):
@@ -143,8 +147,20 @@ class ConfluentTransactionalProducer:
         return Outcome(type_, txn_value(sends, offsets, committing), describe(error))
 
     def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._producer.purge()
-            self._producer.close()
+        if self._closed:
+            return
+        self._closed = True
+        self._producer.purge()
+        try:
+            self._producer.abort_transaction(_CLOSE_ABORT_S)
+        except KafkaException as e:
+            if e.args[0].retriable():
+                # The coordinator is out of reach and a transaction may be
+                # open: close() would abort it again and wait without a
+                # bound (confluent-kafka 2.16). Dropped, the handle is
+                # destroyed at once; the next producer of this
+                # transactional.id fences whatever it left open.
+                self._producer = None
+                return
+        self._producer.close()
 
