@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -126,6 +127,22 @@ class Stall:
     elsewhere), then the rest are sent."""
     after: int
     wait: Callable[[], object]
+
+
+def stalled_parts(count: int, stall: Stall | None,
+                  deadline: float) -> Iterator[tuple[range, float]]:
+    """The indexes of a transaction's `count` sends in the parts a `stall`
+    splits them into (one part without one), each with its deadline: the
+    stall runs between the parts, and its time does not count against the
+    operation (the last deadline yielded is the commit's too)."""
+    parts = [range(count)] if stall is None else \
+        [range(stall.after), range(stall.after, count)]
+    for n, indexes in enumerate(parts):
+        if n:
+            stalled_at = time.monotonic()
+            stall.wait()
+            deadline += time.monotonic() - stalled_at
+        yield indexes, deadline
 
 
 def txn_value(sends: list[tuple[str, int, int]], offsets: list[int | None] | None,

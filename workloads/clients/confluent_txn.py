@@ -27,7 +27,7 @@ from typing import Callable
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from workloads.clients.base import (FAIL, INFO, OK, ClientSettings, Outcome, Stall,
-                                    encode_value, txn_value)
+                                    encode_value, stalled_parts, txn_value)
 from workloads.clients.confluent import describe, producer_config
 
 # A fenced producer's close() tries to abort and warns that it cannot: the
@@ -86,13 +86,7 @@ class ConfluentTransactionalProducer:
                 problems.append(err)
             else:
                 offsets[i] = msg.offset()
-        halves = [range(len(sends))] if stall is None else \
-            [range(stall.after), range(stall.after, len(sends))]
-        for n, indexes in enumerate(halves):
-            if n:
-                stalled_at = time.monotonic()
-                stall.wait()
-                deadline += time.monotonic() - stalled_at
+        for indexes, deadline in stalled_parts(len(sends), stall, deadline):
             try:
                 for i in indexes:
                     topic, partition, value = sends[i]

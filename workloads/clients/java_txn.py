@@ -29,7 +29,7 @@ from typing import Callable
 from py4j.protocol import Py4JJavaError
 
 from workloads.clients.base import (FAIL, INFO, OK, ClientSettings, Outcome, Stall,
-                                    encode_value, txn_value)
+                                    encode_value, stalled_parts, txn_value)
 from workloads.clients.java import (GRACE, JavaError, JvmClient, describe,
                                     producer_config)
 from workloads.clients.jvm import JvmGone, JvmStartError
@@ -64,13 +64,7 @@ class JavaTransactionalProducer(JvmClient):
             self.usable = isinstance(e, JavaError) and not _fatal(str(e))
             return Outcome(FAIL, txn_value(sends, None, None), str(e))
         deadline = time.monotonic() + timeout
-        halves = [range(len(sends))] if stall is None else \
-            [range(stall.after), range(stall.after, len(sends))]
-        for n, indexes in enumerate(halves):
-            if n:
-                stalled_at = time.monotonic()
-                stall.wait()
-                deadline += time.monotonic() - stalled_at
+        for indexes, deadline in stalled_parts(len(sends), stall, deadline):
             try:
                 refused = self._run(
                     lambda c, p, indexes=indexes: _send(c, p, sends, indexes, offsets, deadline),

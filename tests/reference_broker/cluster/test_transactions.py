@@ -67,19 +67,27 @@ def describe(cluster, node, transactional_id):
     return asyncio.run(ask()).transaction_states[0]
 
 
-@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
-def test_coordinator_killed_mid_transaction_end_while_markers_cannot_land(cluster, commit):
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "tx",
-                         "linger.ms": 5})
+def producer_away_from_coordinator(cluster, transactional_id):
+    """An initialised transactional producer, and TOPIC's one partition
+    placed so that its leader is not the transaction coordinator:
+    (producer, coordinator, data leader)."""
+    producer = Producer({"bootstrap.servers": cluster.bootstrap,
+                         "transactional.id": transactional_id, "linger.ms": 5})
     producer.init_transactions(TIMEOUT)
     coordinator = cluster.leader("__transaction_state")
     others = sorted(set(cluster.brokers) - {coordinator})
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.create_topics([NewTopic(TOPIC, num_partitions=1, replica_assignment=[[others[0], others[1],
-                                                             coordinator]])])[TOPIC].result(30)
+    admin.create_topics([NewTopic(TOPIC, num_partitions=1, replica_assignment=[[
+        others[0], others[1], coordinator]])])[TOPIC].result(30)
     cluster.wait_ready()
     data_leader = cluster.leader(TOPIC)
     assert data_leader != coordinator
+    return producer, coordinator, data_leader
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
+def test_coordinator_killed_mid_transaction_end_while_markers_cannot_land(cluster, commit):
+    producer, coordinator, data_leader = producer_away_from_coordinator(cluster, "tx")
 
     producer.begin_transaction()
     for v in range(20):
@@ -121,17 +129,7 @@ def test_an_open_transaction_outlives_its_partition_leader(cluster, commit):
     replica that takes over when it is killed: the new leader rebuilds the
     open transaction from its log, so read_committed readers stop at its
     first offset until the marker, and then see all of it or none."""
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "tx-lc",
-                         "linger.ms": 5})
-    producer.init_transactions(TIMEOUT)
-    coordinator = cluster.leader("__transaction_state")
-    others = sorted(set(cluster.brokers) - {coordinator})
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.create_topics([NewTopic(TOPIC, num_partitions=1, replica_assignment=[[
-        others[0], others[1], coordinator]])])[TOPIC].result(30)
-    cluster.wait_ready()
-    first_leader = cluster.leader(TOPIC)
-    assert first_leader != coordinator
+    producer, _, first_leader = producer_away_from_coordinator(cluster, "tx-lc")
     feeder = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
     feeder.produce(TOPIC, b"-1", partition=0)       # committed before the transaction
     assert feeder.flush(TIMEOUT) == 0
