@@ -1,0 +1,30 @@
+"""benchmarks/suite_cpu.py: a command's CPU, by the kind of process that
+spent it, the whole machine sampled from /proc."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from benchmarks.suite_cpu import kind_of
+
+BUSY = "import time; t = time.process_time()\nwhile time.process_time() - t < 1.5: pass"
+
+
+def test_processes_are_told_apart_by_their_command_lines():
+    java = "/usr/bin/java -Xms512m -Xmx512m -XX:+UseG1GC -cp /c/lib/* kafka.Kafka /w/server.properties"
+    assert kind_of(java, "java") == "Apache Kafka brokers"
+    assert kind_of("python -m reference_broker --node-id 1", "python") == "reference brokers"
+    assert kind_of("", "kdamond.0") == "kernel: kdamond"
+    assert kind_of("/usr/bin/iptables -L", "iptables") == "other: iptables"
+
+
+def test_a_busy_child_is_counted_with_the_wall_time_and_the_exit_status():
+    done = subprocess.run([sys.executable, "benchmarks/suite_cpu.py", "--interval", "0.2", "--",
+                           sys.executable, "-c", BUSY], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    head, *kinds = done.stdout.strip().splitlines()
+    assert "exit 0" in head and "wall" in head and "busy" in head, head
+    spent = {line.split(None, 1)[1]: float(line.split()[0]) for line in kinds}
+    assert spent.get("other: python", 0) >= 1.2, spent
