@@ -38,6 +38,7 @@ from reference_broker.replication import AlterIsr, FetchedPartition, FollowerSta
 from reference_broker.txn.partition_txns import (
     AbortedTxn, Marker, PartitionTxns, encode_marker, marker_of,
 )
+from reference_broker.txn.verification_state import Verifications
 
 _log = logging.getLogger("reference_broker")
 
@@ -83,9 +84,9 @@ class Partition:
         # KIP-98: producer state lives with the log and is rebuilt from it.
         self.producers = ProducerState.rebuild(log.headers(), retain=self._retain)
         self.txns = PartitionTxns.of_log(log)
-        # KIP-890 part 1: the verification a producer's first transactional
-        # batch here is waiting for, per producer id (Kafka's VerificationGuard).
-        self._verifying: dict[int, object] = {}
+        # KIP-890 part 1: the verifications of producers' first
+        # transactional batches here (Kafka's VerificationStateEntry).
+        self._verifying = Verifications()
         self.state: PartitionState | None = None     # as the metadata image has it
         self.leader_epoch = -1
         self.leader: LeaderState | None = None
@@ -292,11 +293,19 @@ class Partition:
         except InvalidProducerEpoch as e:
             return ProduceResult(ErrorCode.invalid_producer_epoch, -1,
                                  self.log.log_start_offset, message=str(e))
+        behind = None if coordinator else next(filter(None, (
+            self._verifying.sequence_error(h.producer_id, h.base_sequence)
+            for h in headers if h.has_producer_id)), None)
+        if behind is not None:
+            return ProduceResult(ErrorCode.out_of_order_sequence_number, -1,
+                                 self.log.log_start_offset, message=behind)
         info = self.log.append_as_leader(records, self.leader_epoch, headers)
         if not retry:  # a re-written retry leaves the producer's sequence where it was
             for header in info.batches:
                 self.producers.record(header)
                 self.txns.record(header)
+                if header.is_transactional:
+                    self._verifying.end(header.producer_id)
         self.leader.on_append(self.log.log_end_offset, now_ms())
         self._wake()
         return ProduceResult(ErrorCode.none, info.first_offset, self.log.log_start_offset,
@@ -316,14 +325,14 @@ class Partition:
             if open_here and not header.is_transactional:
                 return ErrorCode.invalid_txn_state
             if header.is_transactional and not open_here and verified is not None \
-                    and self._verifying.get(header.producer_id) is not verified:
+                    and not self._verifying.stands(header.producer_id, verified):
                 return ErrorCode.invalid_txn_state
         return ErrorCode.none
 
-    def begin_verification(self, producer_id: int) -> object:
-        """A guard for a verification about to be asked of the coordinator."""
-        guard = self._verifying[producer_id] = object()
-        return guard
+    def begin_verification(self, producer_id: int, sequence: int, epoch: int) -> object:
+        """The guard of a verification about to be asked of the coordinator
+        for a batch of this first sequence and epoch."""
+        return self._verifying.begin(producer_id, sequence, epoch)
 
     def append_marker(self, producer_id: int, producer_epoch: int, marker: Marker
                       ) -> tuple[ErrorCode, int]:
@@ -339,7 +348,7 @@ class Partition:
                          self, "COMMIT" if marker.result else "ABORT", producer_id,
                          producer_epoch, marker.coordinator_epoch, error.name)
             return error, -1
-        self._verifying.pop(producer_id, None)
+        self._verifying.end(producer_id)
         info = self.log.append_as_leader(encode_marker(producer_id, producer_epoch, marker),
                                          self.leader_epoch)
         header, = info.batches

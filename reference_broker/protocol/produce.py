@@ -180,7 +180,7 @@ async def _verify(broker, request) -> dict[tuple[str, int], object]:
                     and not _open_at_epoch(partition, header):
                 producer = (header.producer_id, header.producer_epoch)
                 guards[(topic.name, data.index)] = partition.begin_verification(
-                    header.producer_id)
+                    header.producer_id, header.base_sequence, header.producer_epoch)
     if not guards:
         return {}
     errors = await broker.verifier.verify(request.transactional_id, *producer, list(guards))

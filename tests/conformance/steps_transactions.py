@@ -185,15 +185,14 @@ class TxnCommitOffsets(Step):
 class TxnProduce(Step):
     """A transactional batch (acks=all) with the producer's id and epoch
     (or one off) and the partition's next sequence for the producer's
-    current epoch ("next") or one past it ("gap", once the producer has
-    written there in this epoch).
+    current epoch ("next") or one past it ("gap"). A gap where the
+    producer has no state yet is taken as a first batch by both, unless a
+    refused verification there saw a lower sequence: Kafka then refuses
+    it as out of order (VerificationStateEntry, until the producer's next
+    transactional append or marker there), and so does this broker
+    (reference_broker/txn/verification_state.py).
 
-    A batch from another epoch carries that next sequence too, not 0, and
-    there is no gap where the producer has no state yet: Kafka keeps the
-    lowest sequence a refused verification saw (VerificationStateEntry,
-    until the producer's next transactional append or marker there) and
-    refuses any later batch above it as out of order, which this broker
-    does not do (docs/broker.md)."""
+    A batch from another epoch carries that next sequence too, not 0."""
     producer: str
     topic: str
     partition: int
@@ -210,7 +209,7 @@ class TxnProduce(Step):
         key = (self.producer, topic, self.partition)
         known_epoch, following = s.sequences.get(key, (current, 0))
         following = following if known_epoch == current else 0
-        seq = following + (1 if self.sequence == "gap" and following > 0 else 0)
+        seq = following + (1 if self.sequence == "gap" else 0)
         data = encode(list(self.records), producer_id=pid, producer_epoch=epoch,
                       base_sequence=seq, transactional=True)
         node = s.leader(topic, self.partition)

@@ -26,9 +26,14 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from tests.conformance import requests as rq
 from tests.conformance.base import run_scenario
+from tests.conformance.records import Rec
 from tests.conformance.session import Session
-from tests.conformance.strategies import AREAS
+from tests.conformance.steps_records import Fetch
+from tests.conformance.steps_topics import CreateTopics, TopicSpec
+from tests.conformance.steps_transactions import AddPartitions, EndTxn, InitTxnProducer, TxnProduce
+from tests.conformance.strategies import AREAS, T0
 
 pytestmark = pytest.mark.conformance
 
@@ -86,3 +91,21 @@ def test_reference_broker_answers_as_kafka(size, cluster_pairs, request):
     print(f"\nconformance {size}-node: {json.dumps(report, indent=1)}")
     request.node.user_properties.append(("conformance", report))
     assert not failures, "\n".join(failures)
+
+
+@pytest.mark.slow
+def test_a_refused_verification_holds_back_a_later_sequence_as_in_kafka(cluster_pairs):
+    """Kafka's VerificationStateEntry (KIP-890 part 1), which the search
+    reaches rarely: a producer's batch 0 on a partition not in its
+    transaction is refused, the leader keeping sequence 0 as the lowest
+    seen; once the partition is added, batch 1 is OUT_OF_ORDER_SEQUENCE,
+    and batch 0 then 1 go in."""
+    batch = (Rec(value=b"v", timestamp=T0),)
+    steps = [CreateTopics((TopicSpec("t0", 1, 1),)), InitTxnProducer("x0"),
+             TxnProduce("x0", "t0", 0, batch),                      # INVALID_TXN_STATE
+             AddPartitions("x0", (("t0", 0),)),
+             TxnProduce("x0", "t0", 0, batch, sequence="gap"),      # 1: out of order
+             TxnProduce("x0", "t0", 0, batch), TxnProduce("x0", "t0", 0, batch),
+             EndTxn("x0", True), Fetch("t0", 0, 0, isolation_level=rq.READ_COMMITTED)]
+    _check(cluster_pairs.get(1), "transactions", steps,
+           {"examples": 0, "steps": 0, "divergences": Counter()})

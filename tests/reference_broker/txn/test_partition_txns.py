@@ -117,8 +117,49 @@ def test_a_verification_overtaken_by_a_marker_no_longer_stands(tmp_path):
     """KIP-890 part 1's guard against the ABA case: verified, then the
     transaction ended by a marker, the batch may not open a new one."""
     p = leader(tmp_path)
-    guard = p.begin_verification(7)
+    guard = p.begin_verification(7, 0, 0)
     p.append_marker(7, 0, Marker(ABORT, 0))
     assert send(p, 7, 1, 0, verified=guard).error == ErrorCode.invalid_txn_state
-    fresh = p.begin_verification(7)
+    fresh = p.begin_verification(7, 0, 0)
     assert send(p, 7, 1, 0, verified=fresh).error == ErrorCode.none
+
+
+def test_a_verification_that_stands_is_shared_by_batches_verified_at_once(tmp_path):
+    """maybeCreateVerificationStateEntry keeps a standing entry: two
+    requests verified before either appended both find their guard."""
+    p = leader(tmp_path)
+    first, second = p.begin_verification(7, 0, 0), p.begin_verification(7, 0, 0)
+    assert first is second
+    assert send(p, 7, 1, 0, verified=first).error == ErrorCode.none
+
+
+def test_a_batch_above_a_standing_verifications_lowest_sequence_is_out_of_order(tmp_path):
+    """VerificationStateEntry: a producer new to the partition (any first
+    sequence goes in) has its batch 0 refused by the coordinator, a
+    retriable refusal; its pipelined batch 1 is then verified, but is
+    OUT_OF_ORDER_SEQUENCE_NUMBER, verified or not, transactional or not,
+    until a transactional append of the producer ends the entry. Batch 0's
+    retry goes in, then batch 1."""
+    p = leader(tmp_path)
+    p.begin_verification(7, 0, 0)                     # refused: NOT_COORDINATOR
+    later = p.begin_verification(7, 1, 0)
+    assert send(p, 7, 1, 1, verified=later).error == ErrorCode.out_of_order_sequence_number
+    assert send(p, 7, 1, 1, transactional=False).error == \
+        ErrorCode.out_of_order_sequence_number
+    assert p.log.log_end_offset == 0
+    assert send(p, 7, 1, 0, verified=p.begin_verification(7, 0, 0)).error == ErrorCode.none
+    assert send(p, 7, 1, 1).error == ErrorCode.none                 # the entry is gone
+
+
+def test_a_marker_or_a_new_epoch_moves_the_lowest_sequence(tmp_path):
+    p = leader(tmp_path)
+    p.begin_verification(7, 5, 0)
+    entry = p.begin_verification(7, 0, 1)             # a higher epoch resets it
+    assert entry.lowest_sequence == 0 and entry.epoch == 1
+    p.begin_verification(7, 9, 0)                     # an older epoch does not
+    assert entry.lowest_sequence == 0
+    assert send(p, 7, 1, 0, epoch=1, transactional=False).error == ErrorCode.none
+    assert send(p, 7, 1, 1, epoch=1, transactional=False).error == \
+        ErrorCode.out_of_order_sequence_number
+    assert p.append_marker(7, 1, Marker(ABORT, 0))[0] == ErrorCode.none
+    assert send(p, 7, 1, 1, epoch=1, transactional=False).error == ErrorCode.none
