@@ -188,7 +188,7 @@ def _kafka(keys, seeds, version, store, table_out, write_docs, subnet, spark_mas
     if table_out is not None:
         _write_table(table_out, table)
     if write_docs:
-        click.echo(f"written to {evidence.write_table(table, cells, version)}")
+        click.echo(f"written to {evidence.write_table(outcomes, cells, version)}")
     return 0 if all(o.ok for o in outcomes if o.runs) else EXIT_INVALID
 
 

@@ -44,6 +44,13 @@ def stamp() -> str:
             f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M')} UTC")
 
 
+def read_block(page: Path, name: str) -> str:
+    """The text of a page's NAME block ("" when there is none yet)."""
+    begin, end = f"<!-- figures:{name} -->", f"<!-- /figures:{name} -->"
+    found = re.search(re.escape(begin) + r"\n?(.*?)" + re.escape(end), page.read_text(), re.S)
+    return found.group(1) if found else ""
+
+
 def write_block(page: Path, name: str, text: str) -> None:
     begin, end = f"<!-- figures:{name} -->", f"<!-- /figures:{name} -->"
     try:

@@ -15,6 +15,7 @@ is there.
 
 from __future__ import annotations
 
+import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from kchaos.config import TestConfig
 from validation.generic import Cell, read_cells, run_cells
 from validation.profiles import NEMESES, PROFILES
 from kchaos.progress import Progress
-from validation.figures import DOCS, write_block
+from validation.figures import DOCS, read_block, write_block
 from workloads.clients import ClientSettings
 
 CELLS_DIR = "validate-kafka"
@@ -84,6 +85,11 @@ ROWS: list[KafkaRow] = [
                why="acks=all, RF 3, min.insync.replicas=2, unclean election off: "
                    "no anomaly allowed.")
       for faults in (False, True) for stress in (False, True)],
+    KafkaRow("safe-faults-txn", "safe, transactions", "every kind",
+             {**_safe(True, False), "transactions": True}, seeds=10,
+             why="The safe configuration with transactional producers (a quarter of the "
+                 "transactions aborted) and read_committed consumers: no aborted or "
+                 "uncommitted read, no committed transaction lost or torn."),
     KafkaRow("acks-1", "acks=1", "partitions; the leader killed and paused", _idle_readers(
         ["unclean.leader.election.enable=false"], dict(acks="1", idempotence=False),
         nemesis=["partition", "kill", "pause"], fault_targets=["leader"], nemesis_interval=8),
@@ -208,10 +214,25 @@ def format_outcomes(table: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
-def write_table(table: str, cells: list[Cell], version: str) -> Path:
-    """The table into docs/validation.md's Apache Kafka section."""
-    page = DOCS / "validation.md"
-    commits = ", ".join(sorted({c.commit for c in cells})) or "none"
-    write_block(page, "kafka-matrix", f"{table}\n\n(Apache Kafka {version}; cells measured "
-                f"on commit(s) {commits}.)")
+def write_table(table: list[Outcome], cells: list[Cell], version: str,
+                page: Path = DOCS / "validation.md") -> Path:
+    """The table into docs/validation.md's Apache Kafka section. A row this
+    store has no cell of keeps the line the page has for it, and the
+    commits it names, so that rows measured on another machine (whose
+    store is not here) are not written as not run."""
+    before = read_block(page, "kafka-matrix")
+    kept = {line.split(" | ")[0] + " | " + line.split(" | ")[1]: line
+            for line in before.splitlines() if line.startswith("| ") and line.count(" | ") > 2}
+    lines = format_outcomes(table).splitlines()
+    commits = {c.commit for c in cells}
+    for i, o in enumerate(table, start=2):
+        kept_line = kept.get(f"| {o.row.name} | {o.row.faults}")
+        if not o.runs and kept_line is not None:
+            lines[i] = kept_line
+            commits |= set(_COMMITS.findall(before.split("commit(s)")[-1]))
+    write_block(page, "kafka-matrix", "\n".join(lines) + f"\n\n(Apache Kafka {version}; cells "
+                f"measured on commit(s) {', '.join(sorted(commits)) or 'none'}.)")
     return page
+
+
+_COMMITS = re.compile(r"\b[0-9a-f]{7,12}(?:-dirty)?\b")

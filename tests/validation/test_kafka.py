@@ -14,6 +14,7 @@ from cli.main import cli
 from validation.generic import Cell
 from validation.kafka import (
     BY_KEY, CELLS_DIR, ROWS, cells, fill, format_outcomes, kafka_config, outcomes, profile_of,
+    write_table,
 )
 from validation.profiles import NEMESES
 
@@ -25,7 +26,8 @@ def config(key: str, tmp_path):
 def test_the_safe_rows_are_kafka_s_safe_configuration_with_and_without_faults(tmp_path):
     safe = [row for row in ROWS if row.safe]
     assert [row.key for row in safe] == ["safe-clean", "safe-clean-stress", "safe-faults",
-                                         "safe-faults-stress", "power-loss-flushed"]
+                                         "safe-faults-stress", "safe-faults-txn",
+                                         "power-loss-flushed"]
     for row in safe[:4]:
         c = kafka_config(row, seed=1, store=tmp_path)
         assert c.db == "kafka" and c.time_limit == 90 and row.seeds == 10
@@ -39,6 +41,11 @@ def test_the_safe_rows_are_kafka_s_safe_configuration_with_and_without_faults(tm
     assert "replica.lag.time.max.ms=3000" in stress.broker_config
     assert "replica.lag.time.max.ms=3000" not in plain.broker_config
     assert (plain.nemesis, plain.nemesis_interval) == (stress.nemesis, stress.nemesis_interval)
+    # The transactional row is the plain every-fault row with transactions.
+    txn = config("safe-faults-txn", tmp_path)
+    assert txn.workload.transactions and not plain.workload.transactions
+    assert dataclasses.replace(txn.workload, transactions=False) == plain.workload
+    assert (txn.broker_config, txn.nemesis) == (plain.broker_config, plain.nemesis)
 
 
 def test_the_unsafe_rows_set_the_unsafe_setting_and_expect_what_a_user_would(tmp_path):
@@ -92,6 +99,30 @@ def test_outcomes_count_valid_safe_runs_and_unsafe_runs_that_found_the_expected_
     assert lines[3].startswith("| safe, Kafka timings | none | 90 | valid | 1/2 valid **(short)**; "
                                "8 of 10 runs to go |")
     assert "| not run |" in lines[4]
+
+
+def test_a_store_without_a_rows_cells_keeps_the_pages_line_for_it(tmp_path):
+    """The page's rows measured elsewhere (their store not here) stay as
+    the page has them, with their commits; the rows run here are
+    rewritten, and a row run nowhere says so."""
+    p = profile_of("4.4.0")
+    page = tmp_path / "validation.md"
+    earlier = ("| safe, Kafka timings | none | 90 | valid | 10/10 valid | — | 0 | — |\n"
+               "| acks=1 | partitions; the leader killed and paused | 60 | lost-write, unseen | "
+               "2/3 found | lost-write (2) | 0 | 74 s |")
+    page.write_text(f"# page\n<!-- figures:kafka-matrix -->\n| setting | faults |\n|---|---|\n"
+                    f"{earlier}\n\n(Apache Kafka 4.4.0; cells measured on commit(s) 614ca24, "
+                    f"73ccdd5.)\n<!-- /figures:kafka-matrix -->\ntail\n")
+    here = [Cell("acks-1", seed, 60.0, False, {"lost-write": 1}, 20.0, commit="59dc1e7",
+                 profile=p) for seed in (1, 2, 3)]
+    rows = [BY_KEY["safe-clean"], BY_KEY["acks-1"], BY_KEY["no-idempotence"]]
+    write_table(outcomes(here, rows), here, "4.4.0", page)
+    text = page.read_text()
+    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    assert lines[1] == earlier.splitlines()[0]                       # kept
+    assert lines[2].startswith("| acks=1 |") and "3/3 found" in lines[2]    # rewritten
+    assert "| not run |" in lines[3]
+    assert "commit(s) 59dc1e7, 614ca24, 73ccdd5.)" in text and text.endswith("tail\n")
 
 
 def test_cells_are_per_kafka_version_and_a_rerun_skips_them(tmp_path):
