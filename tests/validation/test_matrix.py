@@ -252,6 +252,16 @@ def test_stress_failover_is_the_stress_run_with_every_kind_and_the_first_tables_
         assert getattr(stress, name) == getattr(more, name), name
 
 
+def test_the_transactions_profile_is_the_every_kind_run_with_transactions(tmp_path):
+    plain = generic_config("none", seed=3, time_limit=90, store=tmp_path)
+    txn = generic_config("lso-inclusive", seed=3, time_limit=90, store=tmp_path,
+                         profile="transactions")
+    assert txn.workload.transactions and not plain.workload.transactions
+    assert txn.nemesis == NEMESES and txn.bugs == ["lso-inclusive"]
+    for name in ("nemesis_interval", "broker_config", "seed"):
+        assert getattr(plain, name) == getattr(txn, name), name
+
+
 def test_the_stress_command_in_the_docs_is_the_stress_profiles_run(tmp_path):
     from click.core import ParameterSource
 
