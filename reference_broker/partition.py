@@ -293,12 +293,12 @@ class Partition:
         except InvalidProducerEpoch as e:
             return ProduceResult(ErrorCode.invalid_producer_epoch, -1,
                                  self.log.log_start_offset, message=str(e))
-        behind = None if coordinator else next(filter(None, (
-            self._verifying.sequence_error(h.producer_id, h.base_sequence)
-            for h in headers if h.has_producer_id)), None)
-        if behind is not None:
-            return ProduceResult(ErrorCode.out_of_order_sequence_number, -1,
-                                 self.log.log_start_offset, message=behind)
+        for header in headers if not coordinator else ():
+            behind = self._verifying.sequence_error(header.producer_id, header.base_sequence) \
+                if header.has_producer_id else None
+            if behind is not None:
+                return ProduceResult(ErrorCode.out_of_order_sequence_number, -1,
+                                     self.log.log_start_offset, message=behind)
         info = self.log.append_as_leader(records, self.leader_epoch, headers)
         if not retry:  # a re-written retry leaves the producer's sequence where it was
             for header in info.batches:

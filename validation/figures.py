@@ -44,21 +44,26 @@ def stamp() -> str:
             f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M')} UTC")
 
 
+def _block(name: str) -> tuple[str, str, re.Pattern]:
+    """A block's begin and end markers, and the pattern of the block with
+    its text (group 1)."""
+    begin, end = f"<!-- figures:{name} -->", f"<!-- /figures:{name} -->"
+    return begin, end, re.compile(re.escape(begin) + r"\n?(.*?)" + re.escape(end), re.S)
+
+
 def read_block(page: Path, name: str) -> str:
     """The text of a page's NAME block ("" when there is none yet)."""
-    begin, end = f"<!-- figures:{name} -->", f"<!-- /figures:{name} -->"
-    found = re.search(re.escape(begin) + r"\n?(.*?)" + re.escape(end), page.read_text(), re.S)
+    found = _block(name)[2].search(page.read_text())
     return found.group(1) if found else ""
 
 
 def write_block(page: Path, name: str, text: str) -> None:
-    begin, end = f"<!-- figures:{name} -->", f"<!-- /figures:{name} -->"
+    begin, end, pattern = _block(name)
     try:
         content = page.read_text()
     except FileNotFoundError:
         raise FileNotFoundError(f"{page}: no such page to write the {name} figures into "
                                 "(docs/ is in the source checkout)") from None
-    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
     if not pattern.search(content):
         raise ValueError(f"{page}: no {begin} … {end} block to write the figures into; add "
                          "the two markers where they belong")

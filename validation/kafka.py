@@ -221,14 +221,12 @@ def write_table(table: list[Outcome], cells: list[Cell], version: str,
     commits it names, so that rows measured on another machine (whose
     store is not here) are not written as not run."""
     before = read_block(page, "kafka-matrix")
-    kept = {line.split(" | ")[0] + " | " + line.split(" | ")[1]: line
-            for line in before.splitlines() if line.startswith("| ") and line.count(" | ") > 2}
+    kept = {_row_of(line): line for line in before.splitlines() if line.startswith("| ")}
     lines = format_outcomes(table).splitlines()
     commits = {c.commit for c in cells}
     for i, o in enumerate(table, start=2):
-        kept_line = kept.get(f"| {o.row.name} | {o.row.faults}")
-        if not o.runs and kept_line is not None:
-            lines[i] = kept_line
+        if not o.runs and _row_of(lines[i]) in kept:
+            lines[i] = kept[_row_of(lines[i])]
             commits |= set(_COMMITS.findall(before.split("commit(s)")[-1]))
     write_block(page, "kafka-matrix", "\n".join(lines) + f"\n\n(Apache Kafka {version}; cells "
                 f"measured on commit(s) {', '.join(sorted(commits)) or 'none'}.)")
@@ -236,3 +234,8 @@ def write_table(table: list[Outcome], cells: list[Cell], version: str,
 
 
 _COMMITS = re.compile(r"\b[0-9a-f]{7,12}(?:-dirty)?\b")
+
+
+def _row_of(line: str) -> str:
+    """A table line's row: its setting and faults cells."""
+    return " | ".join(line.split(" | ")[:2])

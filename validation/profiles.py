@@ -57,9 +57,6 @@ def _stress(nemesis: list[str] = FIRST_MIX) -> dict:
         end_offsets_every=1.0)
 
 
-# What each profile adds to the every-fault run: Kafka's own timings and
-# sizes, or settings that let faults of a short run cross the timeouts and
-# buffers a long one would; and the fault kinds.
 def _transactions() -> dict:
     """Kafka's timings, every kind, transactional producers (a quarter of
     the transactions aborted) and read_committed consumers: the
@@ -67,6 +64,9 @@ def _transactions() -> dict:
     return dict(nemesis=NEMESES, transactions=True)
 
 
+# What each profile adds to the every-fault run: Kafka's own timings and
+# sizes, or settings that let faults of a short run cross the timeouts and
+# buffers a long one would; and the fault kinds.
 PROFILES = {"kafka-defaults": _kafka_defaults, "stress": _stress,
             "stress-failover": lambda: _stress(NEMESES), "transactions": _transactions}
 DEFAULT_PROFILE = "kafka-defaults"
