@@ -1,7 +1,8 @@
 """The per-partition tables in buckets of (topic, partition)
 (history_analysis/buckets.py): where a row lands, what is written, and how
 a folder of tables is read back. The check over many buckets is judged
-against one bucket in tests/cli/test_spark_cluster.py."""
+against one bucket (and against the anomalies injected) in
+tests/cli/test_spark_cluster.py."""
 
 from __future__ import annotations
 
