@@ -13,11 +13,13 @@ from pyspark.sql import functions as F
 
 from benchmarks import synthetic_history as sh
 from checkers.result import ANOMALY_TYPES
+from history_analysis.history.schema import PIPELINE_OUTPUT
 
 # --- the injections: one small scenario per case, on partition X ----------------
 
 P, Q, R1, R2, A, B, C, FINAL = range(8)   # roles: producers, readers, members, final reader
 GARBAGE = 15        # value slot of a record nobody sent (even cases) / that does not decode (odd)
+OUT = 32            # slot OUT + s: a pipeline's output of slot s (its value + PIPELINE_OUTPUT)
 STALE = -1          # committed returns 1 (even cases) / none (odd) after a commit of 2
 PROCESS_BASE, VALUE_BASE, GARBAGE_BASE = 1000, 1 << 44, 1 << 45
 
@@ -52,10 +54,11 @@ def end_offsets(role, end, isolation=None):
     return dict(role=role, f="end-offsets", offset=end, phase="final", isolation=isolation)
 
 
-def txn(role, *records, type="ok"):
+def txn(role, *records, type="ok", offset=None):
     """One transaction: records (value slot, acknowledged offset or None);
-    no `committing` time, so a read is early only before its invocation."""
-    return dict(role=role, f="txn", sends=list(records), type=type)
+    no `committing` time, so a read is early only before its invocation.
+    `offset`: a pipeline's, committing the case's group's offset with it."""
+    return dict(role=role, f="txn", sends=list(records), type=type, offset=offset)
 
 
 # Per type, the operations of one case, run one at a time in this order on
@@ -146,10 +149,19 @@ INJECTIONS = {
                   end_offsets(FINAL, 2, "read_uncommitted"),
                   end_offsets(FINAL, 1, "read_committed"),
                   assign(FINAL, True, phase="final"), poll(FINAL, (0, 0), phase="final")],
+    # A pipeline member reads v0 and writes it out twice, each time
+    # committing offset 1 (its output is also a duplicate).
+    "eos-duplicate": [send(P, (0, 0)), subscribe(A), poll(A, (0, 0), rebalance="assigned"),
+                      txn(A, (OUT, 1), offset=1), txn(A, (OUT, 2), offset=1),
+                      assign(R1, True), poll(R1, (0, 0), (OUT, 1), (OUT, 2))],
+    # A member reads v0 and v1, writes out v0 only and commits offset 2.
+    "eos-missing": [send(P, (0, 0), (1, 1)), subscribe(A),
+                    poll(A, (0, 0), (1, 1), rebalance="assigned"), txn(A, (OUT, 2), offset=2),
+                    assign(R1, True), poll(R1, (0, 0), (1, 1), (OUT, 2))],
 }
 assert tuple(INJECTIONS) == ANOMALY_TYPES, "inject every type of checkers/result.py"
 # The types a case of another type shows as well, on the same partition.
-ALSO = {"torn-transaction": ("lost-write",)}
+ALSO = {"torn-transaction": ("lost-write",), "eos-duplicate": ("duplicate",)}
 
 STEP = ("t int, section int, pos int, n int, prefix int, role int, f string, type string, "
         "phase string, error string, sends array<struct<slot:int,offset:long>>, "
@@ -185,8 +197,10 @@ def injected_ops(spark, cases: int, layout: sh.Layout) -> DataFrame:
     odd = F.pmod(k, F.lit(2)) == 1
 
     def value(slot: Column) -> Column:
-        return F.when(slot != GARBAGE, layout.value(VALUE_BASE + case * 16 + slot)) \
+        own = slot % OUT
+        plain = F.when(own != GARBAGE, layout.value(VALUE_BASE + case * 16 + own)) \
             .when(~odd, layout.value(GARBAGE_BASE + case))
+        return F.when(slot >= OUT, plain + F.lit(PIPELINE_OUTPUT)).otherwise(plain)
 
     here = F.array(sh.topic_partition(x))
     offset = F.when(F.col("offset") == STALE, F.when(~odd, F.lit(1))).otherwise(F.col("offset"))
@@ -206,6 +220,8 @@ def injected_ops(spark, cases: int, layout: sh.Layout) -> DataFrame:
         .otherwise(sh.empty("rebalances"))
     offsets = F.array(F.struct(F.lit(sh.TOPIC).alias("topic"), x.cast("int").alias("partition"),
                                offset.alias("offset"), F.lit(None).cast("int").alias("epoch")))
+    pipelined = F.col("offset").isNotNull()
+    pipeline = {"group": F.when(pipelined, group), "offsets": F.when(pipelined, offsets)}
     f = F.col("f")
     asked = F.when(f == "send", sh.value_struct(sends=sends(False))) \
         .when(f == "poll", sh.empty()) \
@@ -215,12 +231,14 @@ def injected_ops(spark, cases: int, layout: sh.Layout) -> DataFrame:
         .when(f == "committed", sh.value_struct(group=group, partitions=here)) \
         .when(f == "end-offsets", sh.value_struct(partitions=here,
                                                   isolation=F.col("isolation"))) \
-        .when(f == "txn", sh.value_struct(sends=sends(False), polls=F.lit(False)))
+        .when(f == "txn", sh.value_struct(sends=sends(False), polls=F.lit(False),
+                                          **pipeline))
     done = F.when(f == "send", sh.value_struct(sends=sends(True))) \
         .when(f == "poll", sh.poll_done(reads, rebalances)) \
         .when(f == "committed", sh.value_struct(group=group, offsets=offsets)) \
         .when(f == "end-offsets", sh.value_struct(offsets=offsets)) \
-        .when(f == "txn", sh.value_struct(sends=sends(True), reads=sh.empty("reads"))) \
+        .when(f == "txn", sh.value_struct(sends=sends(True), reads=sh.empty("reads"),
+                                          **pipeline)) \
         .otherwise(asked)
     base = F.when(F.col("section") == 0, F.lit(sh.SETUP_EVENTS)).otherwise(F.lit(layout.body_end))
     invoke = (base + 2 * (F.col("prefix") * cases + k * F.col("n") + F.col("pos"))).cast("long")

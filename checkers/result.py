@@ -21,7 +21,7 @@ ANOMALY_TYPES = (
     "aborted-read", "nonmonotonic-send", "int-nonmonotonic-send", "int-send-skip",
     "nonmonotonic-poll", "poll-skip", "int-nonmonotonic-poll", "int-poll-skip",
     "stale-committed-offset", "zombie-commit", "group-lost", "resume-skip", "resume-rewind",
-    "precommitted-read", "torn-transaction", "stuck-lso",
+    "precommitted-read", "torn-transaction", "stuck-lso", "eos-duplicate", "eos-missing",
 )
 
 # docs/anomalies.md: reported, but normal for Kafka.

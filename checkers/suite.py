@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from checkers import coverage, transactions
+from checkers import coverage, pipeline, transactions
 from checkers.collected import Family
 from checkers.colocated import PER_PARTITION, collect
 from checkers.history import History
@@ -23,7 +23,7 @@ from checkers.result import CheckOptions, CheckResult, Verdict
 from history_analysis.run_dir import RESULTS_FILE
 
 # Every family, in the order they run (and `seconds_by_family` lists them).
-FAMILIES: tuple[Family, ...] = (*PER_PARTITION, transactions, coverage)
+FAMILIES: tuple[Family, ...] = (*PER_PARTITION, transactions, pipeline, coverage)
 
 
 @dataclass

@@ -42,6 +42,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import functions as F
 
+from checkers import pipeline
 from checkers.collected import Collected, family_result
 from checkers.findings import Findings
 from checkers.grouping import lists, order, starts
@@ -73,15 +74,25 @@ def cases(history: History, max_examples: int) -> pa.Table:
     _torn(out, txn_sends.where(F.col("txn_type") == "ok"), reads)
     _stuck(out, history["end_offsets"])
     out.stat(FAMILY, "transactions", txns.count())
+    pipeline.cases_into(out, history)
     return out.table()
 
 
 def _precommitted(out: Findings, txn_sends, reads) -> None:
+    # The read must be of the transaction's own record: at the offset its
+    # send was acknowledged at, where known. A value written twice (a
+    # pipeline that processed an input again: eos-duplicate) is otherwise
+    # read from the first transaction "before" the second asked to commit.
+    sent = txn_sends.where(F.col("txn_type") != "fail").select(
+        "value", "txn", "bound", F.col("topic").alias("sent_topic"),
+        F.col("partition").alias("sent_partition"), F.col("offset").alias("sent_offset"))
     early = reads.select("topic", "partition", "offset", "value", F.col("op_index").alias("read"),
                          F.col("time").alias("read_time")) \
-        .join(txn_sends.where(F.col("txn_type") != "fail").select("value", "txn", "bound"),
-              "value") \
-        .where(F.col("read_time") < F.col("bound")).toArrow()
+        .join(sent, "value") \
+        .where((F.col("read_time") < F.col("bound")) & (F.col("topic") == F.col("sent_topic"))
+               & (F.col("partition") == F.col("sent_partition"))
+               & (F.col("sent_offset").isNull() | (F.col("sent_offset") == F.col("offset")))) \
+        .toArrow()
     if not early.num_rows:
         return
     col = {name: np.asarray(early[name].fill_null(-1), np.int64)

@@ -118,8 +118,9 @@ def derive(paired: pa.Table) -> dict[str, pa.Table]:
         OPS: ops.append_column("committing", done("committing")),
         SENDS: _records(envelope, pc.coalesce(done("sends"), asked("sends"))),
         READS: _records(envelope, done("reads")),
+        # A transaction's offsets are the group's commit, made with it (KIP-447).
         COMMITS: _records(envelope, pc.coalesce(done("offsets"), asked("offsets")),
-                          of("commit"), group=pc.coalesce(done("group"), asked("group"))),
+                          of("commit", "txn"), group=pc.coalesce(done("group"), asked("group"))),
         COMMITTED: _records(envelope, done("offsets"), of("committed"), group=done("group")),
         ASSIGNMENTS: _in_history_order(pa.concat_tables(
             [_rows(ASSIGNMENTS, t) for t in assignments])),

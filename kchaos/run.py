@@ -124,10 +124,13 @@ def run_test(config: TestConfig, progress: Progress | None = None,
     # run keep an earlier run's records and offsets out of this history.
     workload = config.workload
     token = "" if config.db == "reference" else "-" + started.strftime("%Y%m%dT%H%M%S")
-    topics = workload.topic_names(token)
+    inputs, outputs = workload.topic_names(token), workload.output_topic_names(token)
+    topics = inputs + outputs
     groups = workload.group_names(token)
-    all_groups = groups + [group for _, mode, group in consumer_plan(workload, groups)
-                           if mode == "assign"]
+    plan = consumer_plan(workload, groups)
+    all_groups = groups + [group for _, mode, group in plan if mode != "subscribe"]
+    # The groups whose coordinator is a role target: the members' (pipelines' too).
+    member_groups = groups + [group for _, mode, group in plan if mode == "pipeline"]
     run_log = _log_to(run_dir / LOG_FILE)
     cluster = SystemUnderTest(config, run_dir)
     history = nemesis = checking = None
@@ -142,12 +145,13 @@ def run_test(config: TestConfig, progress: Progress | None = None,
         outcome.bootstrap = cluster.start()
         watch.start()
         if cluster.nodes:
-            nemesis = Nemesis(cluster.view(topics, groups), None, seed=config.seed)
+            nemesis = Nemesis(cluster.view(topics, member_groups), None, seed=config.seed)
             outcome.heal_problems += heal_all(nemesis.cluster)     # a clean start
         create_topics(outcome.bootstrap, topics, workload.partitions,
                       workload.replication_factor, workload.topic_config)
         wait_for_coordinators(outcome.bootstrap, all_groups, COORDINATOR_WAIT)
-        target = Target(outcome.bootstrap, tuple(topics), tuple(groups), config.seed)
+        target = Target(outcome.bootstrap, tuple(inputs), tuple(groups), config.seed,
+                        outputs=tuple(outputs))
         if spark is not None:
             spark.wait()
         history = HistoryWriter(run_dir / "history.jsonl")

@@ -32,11 +32,18 @@ GROUPS = {**{f"tests/kchaos/{name}": "default-subnet" for name in (
           "tests/cluster/test_ssh.py": "ssh-hosts",
           # Its local runs share one subnet (198.18.9.0/24), and its docker
           # test counts that subnet's namespaces as its own leftovers.
-          "tests/cli/test_sigterm.py": "sigterm-subnet"}
+          "tests/cli/test_sigterm.py": "sigterm-subnet",
+          # Single tests: the two that bring up docker/compose.yaml, whose
+          # containers, network and host ports have fixed names (a second
+          # `up` meanwhile fails: "Pool overlaps with other one").
+          **{test: "compose" for test in (
+              "tests/cluster/test_docker.py::test_compose_cluster_serves_a_client_and_goes_away",
+              "tests/kchaos/test_docker_run.py::test_a_compose_cluster_takes_kills_and_partitions"
+          )}}
 
 
 def group_of(nodeid: str) -> str | None:
-    return GROUPS.get(nodeid.split("::")[0])
+    return GROUPS.get(nodeid.split("[")[0]) or GROUPS.get(nodeid.split("::")[0])
 
 
 def pytest_collection_modifyitems(config, items):

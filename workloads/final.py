@@ -35,7 +35,7 @@ from history_analysis.history import schema as h
 from history_analysis.history.writer import HistoryWriter
 from workloads.clients import ClientSettings, Outcome, make_consumer
 from workloads.clients.base import partitions_value
-from workloads.queue import close_quietly
+from workloads.worker import close_quietly
 from workloads.queue_config import QueueConfig
 
 PHASE = "final"

@@ -19,115 +19,22 @@ was read) its content follows the answers.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
-from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from history_analysis.history import schema as h
 from history_analysis.history.writer import HistoryWriter
 from workloads.clients import (Outcome, make_consumer, make_producer,
                                make_transactional_producer)
 from workloads.clients.base import Stall, offsets_value, partitions_value
+from workloads.pipeline import PIPELINE_GROUP, PipelineWorker
 from workloads.queue_config import QueueConfig, Target
+from workloads.worker import Stats, Worker, close_quietly
 
 log = logging.getLogger("workloads.queue")
 
 VALUE_SLOT_SHIFT = 40      # value = slot << 40 | n: unique across the run, 64 bits
-
-
-def close_quietly(client) -> None:
-    """Close a client whose process is over; a client in a fatal state may
-    raise on close, and nothing more is recorded of it."""
-    try:
-        client.close()
-    except Exception as e:  # noqa: BLE001
-        log.warning("closing %r raised %r", client, e)
-
-
-@dataclass
-class Stats:
-    """Counts the progress display shows; updated by the workers."""
-    ops: Counter = field(default_factory=Counter)       # completion type -> count
-    by_f: Counter = field(default_factory=Counter)      # f -> count
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def record(self, f: str, outcome: Outcome) -> None:
-        with self.lock:
-            self.ops[outcome.type] += 1
-            self.by_f[f] += 1
-
-    def snapshot(self) -> tuple[int, int]:
-        """(operations completed, of which fail or info)."""
-        with self.lock:
-            return sum(self.ops.values()), self.ops["fail"] + self.ops["info"]
-
-
-class Worker:
-    """One slot: a logical process at a time, one client, one random stream."""
-
-    def __init__(self, slot: int, config: QueueConfig, target: Target, history: HistoryWriter,
-                 stats: Stats, stop: threading.Event, phase: str | None = None):
-        self.slot = slot
-        self.config = config
-        self.target = target
-        self.history = history
-        self.stats = stats
-        self.stop = stop
-        self.phase = phase
-        self.process = slot
-        self.rng = random.Random(f"{target.seed}/{slot}")
-
-    def invoke(self, f: str, value: dict) -> None:
-        self.history.append(self.process, "invoke", f, value, phase=self.phase)
-
-    def call(self, f: str, value: dict, operation) -> Outcome:
-        """Invoke, run `operation` (a client call) and complete. A client
-        that raises instead of answering (a library's fatal error, a bug in
-        an adapter) leaves the operation unknown: `info`, logged with the
-        exception, and the worker goes on as a new process."""
-        self.invoke(f, value)
-        try:
-            outcome = operation()
-        except Exception as e:  # noqa: BLE001 — recorded as an indeterminate end
-            log.warning("process %d: %s raised %r; recorded as info", self.process, f, e)
-            outcome = Outcome("info", value, f"{type(e).__name__}: {e}")
-        self.complete(f, outcome)
-        return outcome
-
-    def complete(self, f: str, outcome: Outcome) -> None:
-        self.history.append(self.process, outcome.type, f, outcome.value, error=outcome.error,
-                            phase=self.phase)
-        self.stats.record(f, outcome)
-
-    def next_process(self) -> None:
-        """An indeterminate end: this process is over; the slot goes on."""
-        self.process += self.config.concurrency
-
-    def crash_now(self) -> bool:
-        return self._now(self.config.crash_clients_every)
-
-    def _now(self, every: float | None) -> bool:
-        """One decision per operation, from the slot's stream: yes about
-        every `every` seconds at this worker's share of the rate (never
-        with None, and then nothing is drawn)."""
-        if every is None:
-            return False
-        per_worker_rate = self.config.rate / self.config.concurrency
-        return self.rng.random() < 1.0 / max(1.0, every * per_worker_rate)
-
-    def paced(self):
-        """Yield once per operation at this worker's share of the rate, until stopped."""
-        interval = self.config.concurrency / self.config.rate
-        next_at = time.monotonic() + self.rng.random() * interval
-        while not self.stop.is_set():
-            delay = next_at - time.monotonic()
-            if delay > 0 and self.stop.wait(delay):
-                return
-            next_at = max(next_at + interval, time.monotonic() - interval)
-            yield
 
 
 class ProducerWorker(Worker):
@@ -262,7 +169,7 @@ class ConsumerWorker(Worker):
             close_quietly(client)
 
     def _all_partitions(self) -> list[tuple[str, int]]:
-        return [(t, p) for t in self.target.topics for p in range(self.config.partitions)]
+        return [(t, p) for t in self.target.read_topics for p in range(self.config.partitions)]
 
     def _start(self, seek_to_beginning: bool):
         """A new client for a new process: assign (from the beginning the
@@ -293,8 +200,8 @@ class ConsumerWorker(Worker):
             self.owned = set(partitions)
         else:
             outcome = self.call("subscribe", h.invocation("subscribe", group=self.group,
-                                                          topics=list(target.topics)),
-                                lambda: client.subscribe(self.group, list(target.topics)))
+                                                          topics=list(target.read_topics)),
+                                lambda: client.subscribe(self.group, list(target.read_topics)))
         return client, outcome
 
     def _poll(self, client) -> Outcome:
@@ -346,17 +253,20 @@ def consumer_plan(config: QueueConfig, groups: Sequence[str]) -> list[tuple[int,
     """(slot, mode, group) of every consumer slot. Slots alternate producer,
     consumer, producer, ... so both kinds exist at any concurrency ≥ 2;
     `mixed` alternates assign and subscribe among the consumers, and the
-    subscribers spread over the groups."""
-    plan = []
+    subscribers spread over the groups. With `pipeline`, every other
+    consumer slot, the first included, is a pipeline of PIPELINE_GROUP
+    (mode `pipeline`) and the rest consumers as above."""
     consumer_slots = [slot for slot in range(config.concurrency) if slot % 2 == 1]
-    for n, slot in enumerate(consumer_slots):
+    pipelines = consumer_slots[::2] if config.pipeline else []
+    plan = [(slot, "pipeline", PIPELINE_GROUP) for slot in pipelines]
+    for n, slot in enumerate(s for s in consumer_slots if s not in pipelines):
         mode = config.consumer_mode if config.consumer_mode != "mixed" \
             else ("subscribe" if n % 2 == 0 else "assign")
         group = groups[(n // 2 if config.consumer_mode == "mixed" else n)
                        % len(groups)] if mode == "subscribe" \
             else f"kchaos-a{slot}"
         plan.append((slot, mode, group))
-    return plan
+    return sorted(plan)
 
 
 def run_queue(config: QueueConfig, target: Target, history: HistoryWriter, duration: float,
@@ -367,7 +277,9 @@ def run_queue(config: QueueConfig, target: Target, history: HistoryWriter, durat
     stop = threading.Event()
     workers: list[Worker] = [ProducerWorker(slot, config, target, history, stats, stop)
                              for slot in range(0, config.concurrency, 2)]
-    workers += [ConsumerWorker(slot, config, target, history, stats, stop, mode=mode,
+    workers += [PipelineWorker(slot, config, target, history, stats, stop, group=group)
+                if mode == "pipeline" else
+                ConsumerWorker(slot, config, target, history, stats, stop, mode=mode,
                                group=group)
                 for slot, mode, group in consumer_plan(config, target.groups)]
     errors: list[BaseException] = []

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from settings import setting
-from workloads.clients import LIBRARIES, TRANSACTIONAL_LIBRARIES, ClientSettings
+from workloads.clients import (LIBRARIES, PIPELINE_LIBRARIES, TRANSACTIONAL_LIBRARIES,
+                               ClientSettings)
 
 CONSUMER_MODES = ("assign", "subscribe", "mixed")
 # How often a coordinator looks for expired transactions: the default of
@@ -69,6 +70,13 @@ class QueueConfig:
         "their first partitions' records are sent, for the transaction timeout plus one "
         "abort sweep (10 s, Kafka's default) and 1 s, then send to other partitions and "
         "commit (never abort).")
+    # KIP-447's exactly-once pipeline, as Kafka's TransactionalMessageCopier
+    # runs it in Kafka's own transactions system test.
+    pipeline: bool = setting(
+        False, "With --transactions, every other consumer slot runs a consume-transform-"
+        "produce pipeline instead: a member of one group that reads the topics, writes each "
+        "value it read to an output topic (kchaos-o0, ...) in one transaction with the "
+        "group's offsets, and after an abort rewinds to the group's committed offsets.")
     client_settings: ClientSettings = setting(default_factory=ClientSettings)
     op_timeout: float = setting(15.0, "A send or poll never waits longer.", cli=False)
     poll_timeout: float = setting(0.1, "A poll returns what arrived by then.", cli=False)
@@ -84,6 +92,10 @@ class QueueConfig:
 
     def topic_names(self, token: str = "") -> list[str]:
         return [f"kchaos-t{n}{token}" for n in range(self.topics)]
+
+    def output_topic_names(self, token: str = "") -> list[str]:
+        """The pipeline's output topics, one per topic (none without --pipeline)."""
+        return [f"kchaos-o{n}{token}" for n in range(self.topics)] if self.pipeline else []
 
     def group_names(self, token: str = "") -> list[str]:
         return [f"kchaos-g{n}{token}" for n in range(self.groups)]
@@ -113,6 +125,12 @@ class QueueConfig:
         if self.transactions and self.client not in TRANSACTIONAL_LIBRARIES:
             found.append(("client", f"{self.client} has no transactions here yet; use one of "
                                     f"{', '.join(TRANSACTIONAL_LIBRARIES)}"))
+        if self.pipeline and not self.transactions:
+            found.append(("pipeline", "needs --transactions"))
+        if self.pipeline and self.client not in PIPELINE_LIBRARIES:
+            found.append(("client", f"{self.client} does not commit offsets in transactions "
+                                    f"here yet; --pipeline runs on "
+                                    f"{', '.join(PIPELINE_LIBRARIES)}"))
         if self.transactions and self.client_settings.isolation_level != "read_committed":
             # aborted-read is an anomaly only for read_committed readers; the
             # checkers do not yet tell read_uncommitted ones apart.
@@ -133,3 +151,9 @@ class Target:
     topics: tuple[str, ...]
     groups: tuple[str, ...]
     seed: int
+    outputs: tuple[str, ...] = ()     # the pipeline's, topic n's output at n
+
+    @property
+    def read_topics(self) -> tuple[str, ...]:
+        """What the consumers read: the topics and the pipeline's outputs."""
+        return self.topics + self.outputs

@@ -79,6 +79,11 @@ HISTORY_TIME = Int("nanoseconds since the history's start", low=0)
 
 TOPIC_PARTITION = Shape({"topic": TEXT, "partition": PARTITION})
 PARTITIONS = ListOf(TOPIC_PARTITION)
+# A consume-transform-produce pipeline's transform: what it writes to its
+# output topic for a value it read (the workload's values stay below 2^62),
+# so that every value in a history is still sent once and an output names
+# its input.
+PIPELINE_OUTPUT = 1 << 62
 SEND_ASKED = Shape({**TOPIC_PARTITION.fields, "value": INT64, "offset": Null(pa.int64())})
 SEND_DONE = Shape({**TOPIC_PARTITION.fields, "value": INT64, "offset": Nullable(OFFSET)})
 READ = Shape({**TOPIC_PARTITION.fields, "offset": OFFSET, "value": Nullable(INT64),
@@ -105,6 +110,7 @@ EMPTY = Shape({})
 ASSIGN = Shape({"partitions": PARTITIONS, "seek_to_beginning": Flag()})
 SUBSCRIBE = Shape({"group": TEXT, "topics": ListOf(TEXT)})
 COMMIT = Shape({"group": TEXT, "offsets": ListOf(OFFSET_AT)})
+TXN_OFFSETS = {"group": Nullable(TEXT), "offsets": Nullable(ListOf(OFFSET_AT))}
 
 # f -> (invocation shape, completion shape).
 OPERATIONS: dict[str, tuple[Shape, Shape]] = {
@@ -112,9 +118,11 @@ OPERATIONS: dict[str, tuple[Shape, Shape]] = {
     "poll": (EMPTY, Shape({"reads": ListOf(READ), "rebalances": Nullable(ListOf(REBALANCE))})),
     # `committing`: the history time at which the client asked to commit
     # (null if it never did), so a read before it is a precommitted read.
-    "txn": (Shape({"sends": ListOf(SEND_ASKED), "polls": Flag()}),
+    # `group` and `offsets`: a consume-transform-produce transaction's input
+    # positions, committed for the group inside it (KIP-447).
+    "txn": (Shape({"sends": ListOf(SEND_ASKED), "polls": Flag(), **TXN_OFFSETS}),
             Shape({"sends": ListOf(SEND_DONE), "reads": ListOf(READ),
-                   "committing": Nullable(HISTORY_TIME)})),
+                   "committing": Nullable(HISTORY_TIME), **TXN_OFFSETS})),
     "assign": (ASSIGN, ASSIGN),
     "subscribe": (SUBSCRIBE, SUBSCRIBE),
     "commit": (COMMIT, COMMIT),
@@ -239,8 +247,8 @@ def check_completion_value(f: str, type_: str, value: Any, invoked: Any) -> None
 def check_same_request(f: str, value: dict, invoked: dict) -> None:
     """What a completion must repeat of its invocation (ECHOED: all of it;
     committed: the group; send and txn: each record's topic, partition and
-    value, in order). `same_request_violations`, next, is the same rule
-    over many operations at once."""
+    value, in order; txn: its group and offsets too). `same_request_violations`,
+    next, is the same rule over many operations at once."""
     if f in ECHOED and value != invoked:
         raise Violation("value", f"the same value as the {f} invocation ({show(invoked)})",
                         value)
@@ -257,6 +265,11 @@ def check_same_request(f: str, value: dict, invoked: dict) -> None:
                 if a[key] != d[key]:
                     raise Violation(f"value.sends[{i}].{key}",
                                     f"the invocation's {show(a[key])}", d[key])
+    if f == "txn" and "sends" in value:
+        for key in TXN_OFFSETS:
+            if value.get(key) != invoked.get(key):
+                raise Violation(f"value.{key}", f"the invocation's {show(invoked.get(key))}",
+                                value.get(key))
 
 
 def same_request_violations(f: np.ndarray, invoked: pa.Array, value: pa.Array) -> np.ndarray:
@@ -279,6 +292,7 @@ def same_request_violations(f: np.ndarray, invoked: pa.Array, value: pa.Array) -
     compare(("committed",), pa.struct([("group", pa.string())]))
     compare(("send", "txn"), pa.struct([("sends", pa.list_(pa.struct(
         [SEND_ASKED.arrow.field(k) for k in ("topic", "partition", "value")])))]))
+    compare(("txn",), pa.struct([(name, kind.arrow) for name, kind in TXN_OFFSETS.items()]))
     return bad
 
 

@@ -73,6 +73,12 @@ MEANING = {
                  "may stay open, a partition's last stable offset stayed below its high "
                  "watermark: a transaction hangs, and read_committed consumers see nothing "
                  "after it.",
+    "eos-duplicate": "A consume-transform-produce pipeline committed its output for one "
+                     "input twice: two transactions processed the same record and both "
+                     "committed (a zombie member not fenced, or offsets a coordinator lost).",
+    "eos-missing": "A consume-transform-produce pipeline's group committed its offsets past "
+                   "an input record whose output was never committed: the record was "
+                   "skipped, not processed exactly once.",
     "resume-rewind": "A member that was given a partition started reading before the group's "
                      "committed offset and re-delivered committed records. Normal for Kafka; "
                      "reported, allowed.",
@@ -202,6 +208,15 @@ def sentence(type_: str, case: dict, evidence: Evidence) -> str:
         return f"process {case['process']} committed a transaction; its values " \
                f"{', '.join(map(str, case['values'][:4]))} were read, while {lost} were " \
                f"read past and never read"
+    if type_ == "eos-duplicate":
+        places = ", ".join(f"offset {p['offset']} of {p['topic']}-{p['partition']}"
+                           for p in case["places"][:4])
+        return f"input value {value} of {tp} was written to the output at {places}, each " \
+               f"committed (history lines {', '.join(map(str, case['evidence'][:6]))})"
+    if type_ == "eos-missing":
+        return f"group {case['group']} committed offset {case['committed_offset']} of {tp} " \
+               f"in a transaction; value {value} at offset {offset} below it was never " \
+               f"written to the output ({evidence.reads_of(value)})"
     if "offsets" in case and "values" in case and case.get("process") is not None:
         (a, b), (x, y) = case["offsets"][:2], case["values"][:2]
         return f"in {tp}, process {case['process']}: value {x} at offset {a}, then value {y} " \

@@ -92,14 +92,18 @@ class Ops:
                                              "offset": offset}]}
         return self.op(process, "committed", asked, done, **kw)
 
-    def txn(self, process, *sends, type="ok", committing=None, **kw):
+    def txn(self, process, *sends, type="ok", committing=None, offsets=None, **kw):
         """One transaction: sends (topic, partition, value, offset) tuples;
-        committing: the history time it asked to commit (None: never)."""
+        committing: the history time it asked to commit (None: never);
+        offsets: (group, [(topic, partition, offset)]), a pipeline's."""
         asked = [{"topic": t, "partition": p, "value": v, "offset": None}
                  for t, p, v, _ in sends]
+        consumed = {} if offsets is None else {"group": offsets[0], "offsets": [
+            {"topic": t, "partition": p, "offset": o} for t, p, o in offsets[1]]}
         done = {"sends": [dict(a, offset=o) for a, (*_, o) in zip(asked, sends)], "reads": [],
-                **({} if committing is None else {"committing": committing})}
-        return self.op(process, "txn", {"sends": asked, "polls": False}, done, type=type, **kw)
+                **({} if committing is None else {"committing": committing}), **consumed}
+        return self.op(process, "txn", {"sends": asked, "polls": False, **consumed}, done,
+                       type=type, **kw)
 
     def end_offsets(self, process, *ends, phase="final", isolation=None, **kw):
         """ends: (topic, partition, offset[, epoch]), epoch: the answering

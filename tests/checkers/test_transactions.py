@@ -70,6 +70,12 @@ def test_near_misses(run_checker):
     # Read after the commit was asked: what read_committed allows.
     ops.txn(1, ("a", 0, 10, 0), committing=now(ops) + 5)
     ops.poll(2, ("a", 0, 0, 10))
+    # A value written twice (a pipeline that processed its input again):
+    # the first copy read before the second transaction asked to commit.
+    ops.txn(70, ("twice", 0, 60, 0), committing=now(ops) + 5)
+    ops.poll(80, ("twice", 0, 0, 60))
+    ops.txn(71, ("twice", 0, 60, 1), committing=now(ops) + 5)
+    ops.poll(80, ("twice", 0, 1, 60))
     # Read of an aborted transaction's value: aborted-read's, not this family's.
     ops.poll(3, ("b", 0, 0, 11))
     ops.txn(4, ("b", 0, 11, None), type="fail", error="ABORTED: by choice")
@@ -105,7 +111,7 @@ def test_near_misses(run_checker):
     result = run_checker(transactions, ops)
 
     assert result.counts == {}
-    assert result.stats["transactions"] == {"transactions": 6}
+    assert result.stats["transactions"] == {"transactions": 8}
 
 
 def test_a_history_without_transactions_is_not_judged(run_checker):

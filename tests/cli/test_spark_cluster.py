@@ -5,6 +5,7 @@ and two workers, Spark's own classes started with the `spark-class`
 PySpark ships: benchmarks/spark_standalone.py) in about 20 buckets, a task
 each. Both must find exactly the anomalies injected (one of each type),
 through ingest of the JSONL, and agree with each other to the last field.
+The held history (examples/queue-sample) is judged in both places too.
 Not a timing test: the figures come from running the benchmark big (`make
 bench`).
 
@@ -25,6 +26,7 @@ from history_analysis import buckets
 from history_analysis.buckets import bucket_folders
 from history_analysis.ingest import ingest, read_manifest
 from kchaos.check import check_run
+from tests.cli.test_cli import copy_example
 from tests.cli_support import judged, kchaos
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -47,6 +49,10 @@ def test_a_generated_history_is_judged_exactly_here_and_on_a_standalone_cluster(
     assert layout.partitions == 100
     assert (here / "history.jsonl").is_file() and not (here / "history").exists()
     shutil.copytree(here, there)                 # not yet ingested
+    held = copy_example(tmp_path)
+    held_here = tmp_path / "held-here"
+    shutil.copytree(held, held_here)
+    check_run(spark, held_here, CheckOptions())
 
     suite = check_run(spark, here, CheckOptions())       # ingests the JSONL first
     assert read_manifest(here)["buckets"] == 1
@@ -60,7 +66,8 @@ def test_a_generated_history_is_judged_exactly_here_and_on_a_standalone_cluster(
         patched.setattr(buckets, "EVENTS_PER_BUCKET", 1_000)
         assert ingest(there).buckets == len(bucket_folders(there / "history")) > 15
     with StandaloneCluster(tmp_path / "cluster", workers=2, cores=1, memory="1g") as cluster:
-        on_cluster = kchaos("check", "--spark-master", cluster.url, str(there), timeout=600)
+        on_cluster = kchaos("check", "--spark-master", cluster.url, str(there), str(held),
+                            timeout=600)
         # The work ran in executors on both workers, not in the driver.
         apps = [list((tmp_path / "cluster" / f"worker-{i}").glob("app-*/*/stderr"))
                 for i in (1, 2)]
@@ -68,4 +75,6 @@ def test_a_generated_history_is_judged_exactly_here_and_on_a_standalone_cluster(
     assert on_cluster.returncode == 1, on_cluster.stderr
     assert all(apps), apps
     assert judged(there) == judged(here)
+    assert judged(held) == judged(held_here)
+    assert json.loads((held / "results.json").read_text())["valid"] is True
     assert json.loads((there / "results.json").read_text())["valid"] is False

@@ -29,6 +29,10 @@ EVERY_KIND = list(DEFAULT_MIX)
 
 @pytest.mark.slow
 def test_every_fault_on_a_schedule_is_applied_healed_and_valid(tmp_path, spark):
+    """With transactions and an exactly-once pipeline (consume-transform-
+    produce), so transactions commit, abort and are fenced under every
+    fault; the plain workload's every-fault runs are the backends' and
+    Kafka's (test_docker_run.py, test_kafka_run.py)."""
     settings = dict(time_limit=45, nemesis=EVERY_KIND, nemesis_interval=4)
     seed = first_seed(lambda faults: {"partition", "pause", "kill", "packet-loss", "failover"}
                       <= {f["fault"] for f in faults}
@@ -36,9 +40,14 @@ def test_every_fault_on_a_schedule_is_applied_healed_and_valid(tmp_path, spark):
                       and any(f["fault"] == "disk" and f["mode"] != "lose-unsynced"
                               for f in faults), **settings)
     config = TestConfig.build(seed=seed, store=tmp_path, broker_config=BROKERS,
-                              recovery_time=3, final_time_limit=90, **settings)
+                              recovery_time=3, final_time_limit=90, transactions=True,
+                              pipeline=True, **settings)
     result = run_and_check(config, spark, progress=Progress.quiet())
     run_dir = result.run_dir
+    stats = json.loads((run_dir / "results.json").read_text())["stats"]
+    # Under every fault on a loaded machine, a few dozen transactions.
+    assert stats["transactions"]["transactions"] > 0, stats
+    assert stats["pipeline"]["transactions"] > 0, stats
     test_json = json.loads((run_dir / "test.json").read_text())
     steps = nemesis_plan(config)
     assert test_json["nemesis_plan"] == [s.to_json() for s in steps]

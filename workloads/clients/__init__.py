@@ -22,6 +22,8 @@ from workloads.clients.base import (ClientSettings, ConsumerClient, Outcome,
 
 LIBRARIES = ("confluent-kafka", "kafka-python", "java")
 TRANSACTIONAL_LIBRARIES = ("confluent-kafka", "java")
+# Those whose transactions also commit a consumer's offsets (--pipeline).
+PIPELINE_LIBRARIES = ("confluent-kafka",)
 
 
 def _library(library: str):
@@ -66,6 +68,6 @@ def make_consumer(library: str, bootstrap: str, settings: ClientSettings, client
     return consumer(bootstrap, settings, client_id, group)
 
 
-__all__ = ["LIBRARIES", "TRANSACTIONAL_LIBRARIES", "ClientSettings", "ConsumerClient",
+__all__ = ["LIBRARIES", "PIPELINE_LIBRARIES", "TRANSACTIONAL_LIBRARIES", "ClientSettings", "ConsumerClient",
            "Outcome", "ProducerClient", "TransactionalProducerClient", "make_consumer",
            "make_producer", "make_transactional_producer"]

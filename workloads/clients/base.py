@@ -145,12 +145,29 @@ def stalled_parts(count: int, stall: Stall | None,
         yield indexes, deadline
 
 
+@dataclass(frozen=True)
+class Consumed:
+    """What a consume-transform-produce transaction read, committed inside
+    it (KIP-447): the group, its consumer's group metadata (generation and
+    member, which fence a zombie) and each partition's next offset."""
+    group: str
+    metadata: object
+    offsets: list[tuple[str, int, int]]
+
+    def value(self) -> dict:
+        """The `group` and `offsets` fields of the txn's value."""
+        return {"group": self.group, "offsets": offsets_value(self.offsets)}
+
+
 def txn_value(sends: list[tuple[str, int, int]], offsets: list[int | None] | None,
-              committing: int | None) -> dict:
+              committing: int | None, consumed: Consumed | None = None) -> dict:
     """A `txn` completion: the sends with their offsets (None: unknown, or
-    aborted), and when the commit was asked for (left out if never)."""
+    aborted), when the commit was asked for (left out if never), and the
+    group's offsets it committed with them (left out if none)."""
     offsets = offsets or [None] * len(sends)
     extra = {} if committing is None else {"committing": committing}
+    if consumed is not None:
+        extra.update(consumed.value())
     return h.completion("txn", sends=[h.SEND_DONE(topic=t, partition=p, value=v, offset=o)
                                       for (t, p, v), o in zip(sends, offsets)], reads=[],
                         **extra)
@@ -161,11 +178,11 @@ class TransactionalProducerClient(Protocol):
 
     def transaction(self, sends: list[tuple[str, int, int]], commit: bool,
                     timeout: float, clock: Callable[[], int],
-                    stall: Stall | None = None) -> Outcome:
-        """One transaction: send each (topic, partition, value), then commit
-        (or abort). `ok`: committed; `fail`: certainly not committed; `info`:
-        unknown, and the producer is spent. `timeout` bounds the sends and
-        the commit, not the stall."""
+                    stall: Stall | None = None, consumed: Consumed | None = None) -> Outcome:
+        """One transaction: send each (topic, partition, value), add
+        `consumed`'s offsets to it, then commit (or abort). `ok`: committed;
+        `fail`: certainly not committed; `info`: unknown, and the producer is
+        spent. `timeout` bounds the sends and the commit, not the stall."""
 
     def close(self) -> None: ...
 
@@ -189,6 +206,18 @@ class ConsumerClient(Protocol):
         read_committed, aborted records, which no poll returns. Not an
         operation of the history: the final reads' own bookkeeping."""
     def close(self) -> None: ...
+
+
+class PipelineConsumer(ConsumerClient, Protocol):
+    """The consuming half of a consume-transform-produce pipeline
+    (confluent-kafka's consumer; PIPELINE_LIBRARIES)."""
+
+    def group_metadata(self) -> object:
+        """The group metadata a transaction sends with its offsets (KIP-447)."""
+    def rewind(self, positions: list[tuple[str, int, int | None]]) -> None:
+        """Move assigned partitions' positions (None: to the start), as a
+        pipeline does to its group's committed offsets after an abort; the
+        next poll reports each as a `reset`. Not an operation of the history."""
 
 
 # -- values ---------------------------------------------------------------------

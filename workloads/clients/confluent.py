@@ -368,6 +368,19 @@ class ConfluentConsumer:
         return Outcome(OK, h.completion("end-offsets", offsets=[
             end_at(tp.topic, tp.partition, tp.offset, tp.leader_epoch) for tp in answers]))
 
+    def group_metadata(self) -> object:
+        return self._consumer.consumer_group_metadata()
+
+    def rewind(self, positions: list[tuple[str, int, int | None]]) -> None:
+        self._check_usable()
+        for t, p, offset in positions:     # librdkafka drops what it fetched beyond
+            self._consumer.seek(TopicPartition(t, p, OFFSET_BEGINNING if offset is None
+                                               else offset))
+        moved = {(t, p) for t, p, _ in positions}
+        self._held = [r for r in self._held if (r["topic"], r["partition"]) not in moved]
+        with self._lock:
+            self._rebalances += [rebalance("reset", self._group, [tp]) for tp in sorted(moved)]
+
     def positions(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         found = self._consumer.position([TopicPartition(t, p) for t, p in partitions])
         return {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}

@@ -20,14 +20,15 @@ init_transactions fences any transaction the old one left open.
 
 from __future__ import annotations
 
+import threading
 import time
 import warnings
 from typing import Callable
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
-from workloads.clients.base import (FAIL, INFO, OK, ClientSettings, Outcome, Stall,
-                                    encode_value, stalled_parts, txn_value)
+from workloads.clients.base import (FAIL, INFO, OK, ClientSettings, Consumed, Outcome,
+                                    Stall, encode_value, stalled_parts, txn_value)
 from workloads.clients.confluent import describe, producer_config
 
 # A fenced producer's close() tries to abort and warns that it cannot: the
@@ -39,6 +40,8 @@ warnings.filterwarnings("ignore", "Producer abort_transaction failed during clos
 
 # How long close() tries to abort an open transaction (none open: at once).
 _CLOSE_ABORT_S = 5.0
+_ABORT_S = 10.0     # how long an abort after a failed send or commit may take
+_GRACE_S = 5.0
 
 
 class ConfluentTransactionalProducer:
@@ -56,16 +59,54 @@ class ConfluentTransactionalProducer:
             "socket.timeout.ms": min(conf["socket.timeout.ms"], transaction_timeout_ms),
         })
         self._initialised = False
+        self._consumed: Consumed | None = None
+        self._abandoned = False
         self.usable = True
         self._closed = False
 
     def transaction(self, sends: list[tuple[str, int, int]], commit: bool,
                     timeout: float, clock: Callable[[], int],
-                    stall: Stall | None = None) -> Outcome:
+                    stall: Stall | None = None, consumed: Consumed | None = None) -> Outcome:
         """`clock`: the history's time, read as the commit is asked for
         (the completion's `committing`). With `stall`, the first sends are
         flushed, then the stall, then the rest: to partitions not yet in the
-        transaction, so librdkafka sends AddPartitionsToTxn again."""
+        transaction, so librdkafka sends AddPartitionsToTxn again. With
+        `consumed`, its offsets join the transaction after the sends
+        (AddOffsetsToTxn, then TxnOffsetCommit with the group metadata)."""
+        self._consumed = consumed
+        if consumed is not None:
+            return self._bounded(lambda: self._transaction(sends, commit, timeout, clock),
+                                 sends, timeout + _ABORT_S + _GRACE_S)
+        return self._transaction(sends, commit, timeout, clock, stall)
+
+    def _bounded(self, run: Callable[[], Outcome], sends, bound: float) -> Outcome:
+        """`run` in a thread of its own, for at most `bound` seconds. A
+        pipeline's transaction was seen to outlive every timeout it was
+        given when the node leading both coordinators was killed as it
+        began (librdkafka 2.16): the worker's operation must end all the
+        same. The producer is then left to its thread and never touched
+        again (`usable` false; close drops it); the outcome is `info`,
+        since the commit may have been sent."""
+        done: list[Outcome] = []
+        failed: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                done.append(run())
+            except BaseException as e:  # noqa: BLE001 — raised again in the caller
+                failed.append(e)
+        worker = threading.Thread(target=call, name="transaction", daemon=True)
+        worker.start()
+        worker.join(bound)
+        if failed:
+            raise failed[0]
+        if done:
+            return done[0]
+        self.usable, self._abandoned = False, True
+        return Outcome(INFO, txn_value(sends, None, None, self._consumed),
+                       f"the client did not return within {bound:.0f} s; producer abandoned")
+
+    def _transaction(self, sends, commit, timeout, clock, stall=None) -> Outcome:
         if not self.usable:
             raise RuntimeError("this transactional producer had a fatal error: close it and "
                                "make a new one with the same transactional.id")
@@ -106,6 +147,17 @@ class ConfluentTransactionalProducer:
             if problems or left:
                 reason = describe(problems[0]) if problems else f"{left} record(s) undelivered"
                 return self._abort(sends, reason)
+        if (consumed := self._consumed) is not None:
+            try:
+                self._producer.send_offsets_to_transaction(
+                    [TopicPartition(t, p, o) for t, p, o in consumed.offsets], consumed.metadata,
+                    max(0.1, deadline - time.monotonic()))
+            except KafkaException as e:
+                # Before any EndTxn(commit): certainly not committed. A
+                # zombie's generation is refused here (KIP-447).
+                if e.args[0].fatal():
+                    return self._ended(FAIL, sends, None, e.args[0])
+                return self._abort(sends, f"the offsets were refused: {describe(e.args[0])}")
         if not commit:
             return self._abort(sends, "by choice")
         return self._commit(sends, offsets, deadline, clock())
@@ -114,7 +166,7 @@ class ConfluentTransactionalProducer:
         while True:
             try:
                 self._producer.commit_transaction(max(0.1, deadline - time.monotonic()))
-                return Outcome(OK, txn_value(sends, offsets, committing))
+                return Outcome(OK, txn_value(sends, offsets, committing, self._consumed))
             except KafkaException as e:
                 error = e.args[0]
                 if error.txn_requires_abort():
@@ -129,21 +181,26 @@ class ConfluentTransactionalProducer:
         """Abort. Whatever the abort's own fate, the transaction was never
         asked to commit: `fail`."""
         try:
-            self._producer.abort_transaction(10)
+            self._producer.abort_transaction(_ABORT_S)
         except KafkaException as e:
             self.usable = not e.args[0].fatal() and not e.args[0].retriable()
-        return Outcome(FAIL, txn_value(sends, None, committing), f"ABORTED: {reason}")
+        return Outcome(FAIL, txn_value(sends, None, committing, self._consumed),
+                       f"ABORTED: {reason}")
 
     def _ended(self, type_: str, sends, offsets, error: KafkaError,
                committing: int | None = None) -> Outcome:
         if error.fatal() or type_ == INFO:
             self.usable = False
-        return Outcome(type_, txn_value(sends, offsets, committing), describe(error))
+        return Outcome(type_, txn_value(sends, offsets, committing, self._consumed),
+                       describe(error))
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self._abandoned:         # its own thread may still be inside librdkafka
+            self._producer = None
+            return
         self._producer.purge()
         try:
             self._producer.abort_transaction(_CLOSE_ABORT_S)
