@@ -26,6 +26,7 @@ from kio.schema.errors import ErrorCode
 from reference_broker.broker_lifecycle import BrokerLifecycle
 from reference_broker.bugs import (
     COORDINATOR_PARTIAL_LOAD, NO_GENERATION_FENCING, NO_LEADER_EPOCH_FENCING,
+    TXN_OFFSETS_WRONG_COORDINATOR,
 )
 from reference_broker.config import BrokerConfig
 from reference_broker.controller.image import MetadataImage, TopicInfo
@@ -250,8 +251,13 @@ class Broker:
                 self.transactions.load(partition.index, partition.leader_epoch,
                                        self.transaction_state.records_of(partition))
                 return
-            self.coordinator.load(partition.index, *self.offsets.replay(
-                partition, partial=COORDINATOR_PARTIAL_LOAD in self.config.bugs))
+            applied, pending = self.offsets.replay(
+                partition, partial=COORDINATOR_PARTIAL_LOAD in self.config.bugs)
+            if TXN_OFFSETS_WRONG_COORDINATOR in self.config.bugs and pending:
+                log.info("bug %s: pending offsets of producers %s resolved as aborted",
+                         TXN_OFFSETS_WRONG_COORDINATOR, sorted(pending))
+                pending = {}
+            self.coordinator.load(partition.index, applied, pending)
 
         asyncio.get_running_loop().call_soon(load)
 

@@ -32,6 +32,7 @@ OFFSETS_COMMIT_ACKS_ONE = "offsets-commit-acks-one"
 COORDINATOR_PARTIAL_LOAD = "coordinator-partial-load"
 LSO_INCLUSIVE = "lso-inclusive"
 TXN_EXPIRY_NO_BUMP = "txn-expiry-no-bump"
+TXN_OFFSETS_WRONG_COORDINATOR = "txn-offsets-wrong-coordinator"
 
 CATALOGUE: dict[str, Bug] = {bug.name: bug for bug in (
     Bug(ACKS_ALL_IGNORES_MIN_ISR,
@@ -83,6 +84,13 @@ CATALOGUE: dict[str, Bug] = {bug.name: bug for bug in (
         "bumped one: the producer is not fenced, and its next AddPartitionsToTxn opens a "
         "new transaction that commits without the aborted records",
         "KAFKA-6119"),
+    Bug(TXN_OFFSETS_WRONG_COORDINATOR,
+        "a group coordinator that loads __consumer_offsets resolves the transactional "
+        "offset commits still pending there as aborted, as if it had asked a transaction "
+        "coordinator that did not know the transaction, instead of waiting for their "
+        "marker: a committed transaction's consumed offsets are lost, and a "
+        "consume-transform-produce pipeline processes its input again",
+        "Redpanda #10669 / PR #10670"),
     Bug(NO_LEADER_EPOCH_FENCING,
         "leader epochs are neither told to clients (Metadata) nor checked when a request "
         "names one (Fetch, ListOffsets, OffsetForLeaderEpoch): stale requests are served "

@@ -21,6 +21,7 @@ SCRIPTS: dict[str, Script] = {
     "stall-acks": clients.stall_acks,
     "lose-unreplicated-commits": clients.lose_unreplicated_commits,
     "fail-over-coordinator": clients.fail_over_coordinator,
+    "strand-pending-offsets": clients.strand_pending_offsets,
     "truncate-under-readers": clients.truncate_under_readers,
 }
 # Scripts whose faults need the data directories on disk gates (nemesis/disk).

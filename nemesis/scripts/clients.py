@@ -15,6 +15,7 @@ from nemesis.process import KillFault, PauseFault
 from nemesis.scripts.watch import BrokerLinkCut, acknowledged, isr, leads, order, settled
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTIONS_TOPIC = "__transaction_state"
 # Consumers reach a held high watermark well within this (they poll every
 # few milliseconds); less than the 8 s of SLOW_ISR_SHRINK.
 READ_UP_S = 3
@@ -100,6 +101,53 @@ def fail_over_coordinator(nemesis) -> None:
         failovers += 1
         nemesis.until(lambda: _whole_isr(nemesis, OFFSETS_TOPIC) is not None, 30)
     nemesis.require(failovers, "a coordinator killed for 12 s, at least once")
+
+
+def strand_pending_offsets(nemesis) -> None:
+    """Leave a consume-transform-produce pipeline's offsets pending across
+    a group coordinator failover (Redpanda #10669's partition and heal).
+    The recipe keeps `__consumer_offsets` on two replicas, the group
+    coordinator G and a follower F, and one `__transaction_state`
+    partition. When its leader, the transaction coordinator T, is the third
+    node, the connections T opens to G are cut for 5 s: transactions
+    commit, their offsets are written by G and replicated to F, and stay
+    pending, since T's markers cannot reach G. G is then killed and the
+    link healed; F loads the partition, and a correct F keeps the pending
+    offsets until the retried markers land. Restarted 6 s later. While T
+    is one of the offsets partition's replicas, T is killed for 4 s to move
+    the transactions' partition (not counted)."""
+    failovers = 0
+    while nemesis.sleep(3):
+        group = nemesis.cluster.leader(OFFSETS_TOPIC)
+        txn = nemesis.cluster.leader(TRANSACTIONS_TOPIC)
+        replicas = {n.name for n in nemesis.cluster.in_sync(OFFSETS_TOPIC) or []}
+        if group is None or txn is None or len(replicas) < 2:
+            continue
+        if txn.name in replicas:
+            move = KillFault([txn.name], broker_only=True)
+            nemesis.start(move)
+            stopped = not nemesis.sleep(4)
+            nemesis.stop(move)
+            if stopped:
+                break
+            continue
+        # Only T's requests to G (its markers, its fetches): G's own requests
+        # to T go through, so G's produce verifications (KIP-890) answer.
+        cut = BrokerLinkCut(group.name, [txn.name], inbound_only=True)
+        kill = KillFault([group.name], broker_only=True)
+        nemesis.start(cut)
+        if not nemesis.sleep(5):
+            nemesis.stop(cut)
+            break
+        nemesis.start(kill)
+        nemesis.stop(cut)
+        failovers += 1
+        if not nemesis.sleep(6):
+            break
+        nemesis.stop(kill)
+        nemesis.until(lambda: len(nemesis.cluster.in_sync(OFFSETS_TOPIC) or []) == 2, 30)
+    nemesis.require(failovers, "the group coordinator killed while cut off from the "
+                               "transaction coordinator, at least once")
 
 
 def truncate_under_readers(nemesis) -> None:

@@ -27,26 +27,34 @@ class BrokerLinkCut:
     """The brokers' links between `node` and each of `peers` cut, both ways:
     DROP rules on the broker port (nemesis/firewall.py) for requests and
     for answers, so not even a fetch already in flight gets through. The
-    controller's port and the clients (on the bridge) are not touched."""
+    controller's port and the clients (on the bridge) are not touched.
+    `inbound_only`: only the connections the peers open to `node` (their
+    requests to it, its answers to them); `node`'s own requests to them
+    still go through."""
     start_f, stop_f = "start-partition", "stop-partition"
     _serial = itertools.count(1)
 
-    def __init__(self, node: str, peers: list[str]):
-        self.node, self.peers = node, list(peers)
+    def __init__(self, node: str, peers: list[str], inbound_only: bool = False):
+        self.node, self.peers, self.inbound_only = node, list(peers), inbound_only
         self.tag = f"broker-link-cut-{next(self._serial)}"
         self.cut: list[str] = []
 
     def asked(self) -> dict:
-        return {"kind": "broker-links", "node": self.node, "peers": self.peers}
+        return {"kind": "broker-links", "node": self.node, "peers": self.peers,
+                **({"inbound_only": True} if self.inbound_only else {})}
 
     def start(self, cluster, rng) -> dict:
         check_own_network(cluster.nodes)
         port = str(cluster.db.port)
         drops = defaultdict(list)
-        for a, b in [(self.node, p) for p in self.peers] + [(p, self.node) for p in self.peers]:
-            source = cluster.node(b).address
-            drops[a] += [["-s", source, "-p", "tcp", "--dport", port],
-                         ["-s", source, "-p", "tcp", "--sport", port]]
+        for peer in self.peers:
+            for a, b in ((self.node, peer), (peer, self.node)):
+                source = cluster.node(b).address
+                # At a: b's requests to a's port, and b's answers to a's requests.
+                if not self.inbound_only or a == self.node:
+                    drops[a].append(["-s", source, "-p", "tcp", "--dport", port])
+                if not self.inbound_only or a == peer:
+                    drops[a].append(["-s", source, "-p", "tcp", "--sport", port])
         try:
             for name, matches in drops.items():
                 add_drops(cluster.node(name), self.tag, matches)

@@ -5,6 +5,8 @@ stalling some past their timeout (`transaction_stall_probability`)."""
 
 from __future__ import annotations
 
+from validation.profiles import FAST_BROKERS
+from validation.recipes.clients import ONE_COORDINATOR
 from validation.recipes.recipe import Recipe
 
 RECIPES: list[Recipe] = [
@@ -31,5 +33,25 @@ RECIPES: list[Recipe] = [
             "aborts them. The producer then sends to other partitions and commits; the "
             "bump would fence it, without it that commit is answered and its first "
             "records, aborted, are never read.",
+    ),
+    Recipe(
+        switch="txn-offsets-wrong-coordinator",
+        expected=frozenset({"eos-duplicate"}),
+        # The duplicate outputs are also `duplicate`s, and the pipeline's
+        # rewinds fetch the offsets the switch lost.
+        allowed=frozenset({"duplicate", "stale-committed-offset"}),
+        config=dict(time_limit=40, transactions=True, pipeline=True, concurrency=6,
+                    abort_probability=0.5,
+                    consumer_mode="assign", recovery_time=3, final_time_limit=30,
+                    broker_config=FAST_BROKERS + ONE_COORDINATOR
+                    + ["offsets.topic.replication.factor=2",
+                       "transaction.state.log.num.partitions=1"]),
+        script="strand-pending-offsets",
+        why="Redpanda #10669: the group coordinator is cut off from the transaction "
+            "coordinator (not a replica of the offsets, kept on two nodes) for 5 s, so "
+            "committed transactions leave their offsets pending; then it is killed, and "
+            "the follower that loads __consumer_offsets resolves them as aborted. The "
+            "pipeline's next abort (half of them) rewinds to the offsets that are left, "
+            "processes what it had processed again, and commits it a second time.",
     ),
 ]
