@@ -113,19 +113,15 @@ class PipelineWorker(Worker):
         """A new member and a new producer of the slot's transactional.id
         (whose InitProducerId fences what the last one left open). A
         subscribe that ends `info` ends its process too."""
-        while True:
+        def subscribed():
             consumer = make_consumer(self.config.client, self.target.bootstrap,
                                      self.config.client_settings, f"kchaos-c{self.process}",
                                      self.group)
-            outcome = self.call("subscribe", h.invocation("subscribe", group=self.group,
-                                                          topics=list(self.target.topics)),
-                                lambda: consumer.subscribe(self.group, list(self.target.topics)))
-            if outcome.type != "info":
-                return consumer, self._producer()
-            close_quietly(consumer)
-            self.next_process()
-            if self.stop.wait(self.config.concurrency / self.config.rate):
-                return consumer, self._producer()
+            topics = list(self.target.topics)
+            return consumer, self.call("subscribe", h.invocation(
+                "subscribe", group=self.group, topics=topics),
+                lambda: consumer.subscribe(self.group, topics))
+        return self.started(subscribed), self._producer()
 
     def _producer(self):
         return make_transactional_producer(

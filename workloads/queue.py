@@ -177,14 +177,7 @@ class ConsumerWorker(Worker):
         that ends `info` (its client's JVM killed, say) ends its process
         too, and the next one starts, one pacing interval later, until the
         stop."""
-        while True:
-            client, outcome = self._start_once(seek_to_beginning)
-            if outcome.type != "info":
-                return client
-            close_quietly(client)
-            self.next_process()
-            if self.stop.wait(self.config.concurrency / self.config.rate):
-                return client
+        return self.started(lambda: self._start_once(seek_to_beginning))
 
     def _start_once(self, seek_to_beginning: bool):
         config, target = self.config, self.target

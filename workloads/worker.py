@@ -83,6 +83,19 @@ class Worker:
                             phase=self.phase)
         self.stats.record(f, outcome)
 
+    def started(self, start_once):
+        """`start_once()` -> (client, outcome), repeated while it ends
+        `info` (that ends its process too: the next one starts one pacing
+        interval later), until the stop. The last client."""
+        while True:
+            client, outcome = start_once()
+            if outcome.type != "info":
+                return client
+            close_quietly(client)
+            self.next_process()
+            if self.stop.wait(self.config.concurrency / self.config.rate):
+                return client
+
     def next_process(self) -> None:
         """An indeterminate end: this process is over; the slot goes on."""
         self.process += self.config.concurrency
