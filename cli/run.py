@@ -72,6 +72,9 @@ def run_command(ctx, config_file, check, junit, spark_master, spark_conf, **opti
         result = run_and_check(config, spark, progress=Progress.for_terminal())
     except SetupError as e:
         raise BadInput(str(e)) from None
+    except KeyboardInterrupt:       # Ctrl-C or SIGTERM (cli.main): the run is torn down
+        spark.abandon()
+        raise
     _echo_outcome(result.outcome, config)
     outcome = result.outcome
     click.echo(f"{outcome.run_dir}: {verdict_line(result.suite)}")

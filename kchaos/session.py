@@ -12,6 +12,8 @@ its Python workers are ready when the run's own history comes.
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import threading
 from pathlib import Path
 from typing import Mapping
@@ -74,8 +76,46 @@ class BackgroundSession:
         finally:
             self._ready.set()
 
+    def abandon(self) -> None:
+        """Ctrl-C or SIGTERM: end Spark's driver JVM now, made or still in
+        the making. It would end by itself once this process's end closes
+        its stdin, but it reads stdin only once its gateway is up
+        (PythonGatewayServer), which a loaded machine delays by a minute:
+        a cancelled run must leave no process behind."""
+        for pid in spark_drivers(os.getpid()):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
     def stop(self) -> None:
         if self._started:
             self._ready.wait()
         if self._session is not None:
             self._session.stop()
+
+
+# spark-submit (a script) execs java with SparkSubmit: the driver is one of
+# the two, by the time it is looked for.
+DRIVER_MARKS = (b"spark-submit", b"org.apache.spark.deploy.SparkSubmit")
+
+
+def spark_drivers(parent: int) -> list[int]:
+    """The children of process `parent` that are Spark drivers being started
+    or running (pyspark's launch_gateway starts one per process)."""
+    found = []
+    for proc in os.scandir("/proc"):
+        if not proc.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{proc.name}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            if ppid != parent:
+                continue
+            with open(f"/proc/{proc.name}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except (OSError, IndexError, ValueError):
+            continue        # gone meanwhile
+        if any(mark in cmdline for mark in DRIVER_MARKS):
+            found.append(int(proc.name))
+    return found

@@ -157,9 +157,9 @@ class ReplicaFetcher:
             log.warning("%s: %s", partition, e)
             return False
         except OSError as e:
-            # A disk error (EIO): the failed append was cut back off the
-            # segment (Segment.append), so the next fetch asks again from
-            # the log end. Kafka would take the log directory offline
+            # A disk error (EIO): the failed append changed nothing
+            # (Segment.append), so the next fetch asks again from the log
+            # end. Kafka would take the log directory offline
             # (KIP-112) and, with one directory, stop the broker; the
             # reference broker treats the error as transient and retries,
             # as it does for a produce that hit it. Not catching it here

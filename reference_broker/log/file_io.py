@@ -21,6 +21,13 @@ def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
         view = view[written:]
 
 
+def write_all_at(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, position)
+        view, position = view[written:], position + written
+
+
 def fsync_directory(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:

@@ -11,13 +11,27 @@ checkpointed at once, atomically, in Kafka's text format:
     2               <- number of entries
     0 0             <- epoch start_offset
     3 120
+
+A checkpoint that fails (a disk error) leaves the change pending: the
+entries in memory stay the truth, and the next change or `checkpoint()`
+writes them. Kafka would take the log directory offline (KIP-112); here
+the error is transient (docs/broker.md). Raising instead, half-way through
+an append whose batches were already written, left a log end offset behind
+its own segment: the retried append wrote the same offsets twice, and
+recovery after a restart cut the log there — acknowledged records lost.
+Until it is written, a pending entry's batches are all in the active
+segment (PartitionLog rolls only after a checkpoint), whose recovery
+assigns their epochs again.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from reference_broker.log.file_io import replace_atomically
+
+log = logging.getLogger(__name__)
 
 CHECKPOINT_FILE = "leader-epoch-checkpoint"
 _VERSION = 0
@@ -29,6 +43,7 @@ class LeaderEpochCache:
     def __init__(self, path: Path):
         self.path = path
         self._entries: list[tuple[int, int]] = []
+        self._pending = False
         for epoch, start_offset in _read_checkpoint(path):
             self._assign(epoch, start_offset)
 
@@ -41,7 +56,20 @@ class LeaderEpochCache:
     def assign(self, epoch: int, start_offset: int) -> None:
         """Record that `epoch` starts at `start_offset` (LeaderEpochFileCache.assign)."""
         if self._assign(epoch, start_offset):
+            self._changed()
+
+    def checkpoint(self) -> None:
+        """Write a pending change; a disk error raises, and it stays pending."""
+        if self._pending:
             self._write()
+            self._pending = False
+
+    def _changed(self) -> None:
+        self._pending = True
+        try:
+            self.checkpoint()
+        except OSError as e:
+            log.warning("%s: leader epoch checkpoint failed, kept pending: %s", self.path.parent, e)
 
     def _assign(self, epoch: int, start_offset: int) -> bool:
         if epoch < 0 or start_offset < 0:
@@ -99,7 +127,7 @@ class LeaderEpochCache:
             return
         while self._entries and self._entries[-1][1] >= end_offset:
             self._entries.pop()
-        self._write()
+        self._changed()
 
     def _write(self) -> None:
         lines = [str(_VERSION), str(len(self._entries))]

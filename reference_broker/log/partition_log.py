@@ -13,6 +13,7 @@ and the leader epoch cache drops entries at or past the recovered LEO
 from __future__ import annotations
 
 import bisect
+import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from reference_broker.log.batch import BatchHeader, assign_offsets, first_record
 from reference_broker.log.file_io import fsync_directory
 from reference_broker.log.leader_epoch_cache import CHECKPOINT_FILE, LeaderEpochCache
 from reference_broker.log.segment import MAX_RELATIVE_OFFSET, LogSegment
+
+log = logging.getLogger(__name__)
 
 _SEGMENT_NAME_DIGITS = 20
 
@@ -149,8 +152,11 @@ class PartitionLog:
         # its offsets the int32 deltas of the index. Roll at the append's first offset.
         if active.size > 0 and (active.size + len(data) > self.config.segment_bytes
                                 or last_offset - active.base_offset > MAX_RELATIVE_OFFSET):
+            # Recovery re-assigns only the active segment's epochs: none may
+            # be pending when it stops being active (leader_epoch_cache.py).
+            self._epochs.checkpoint()
             active = self._roll(first_offset)
-        active.append(data, headers)
+        active.append(data, headers)        # a failure changes nothing
         self._unflushed.add(active)
         for header in headers:
             # UnifiedLog.append: maybeAssignEpochStartOffset for every v2 batch.
@@ -170,11 +176,18 @@ class PartitionLog:
         # UnifiedLog.append: flush when unflushedMessages (LEO - recovery
         # point) reaches flush.messages; flush.ms is Kafka's scheduler check,
         # made here at append time.
+        # The append stands whatever a flush does: one that fails (a disk
+        # error) leaves the recovery point where it was, to the next append.
         flush_messages, flush_ms = self.config.flush_messages, self.config.flush_ms
-        if flush_messages is not None and self._log_end_offset - self._recovery_point >= flush_messages:
-            self.flush()
-        elif flush_ms is not None and (time.monotonic() - self._last_flush) * 1000 >= flush_ms:
-            self.flush()
+        due = (flush_messages is not None
+               and self._log_end_offset - self._recovery_point >= flush_messages) \
+            or (flush_ms is not None and (time.monotonic() - self._last_flush) * 1000 >= flush_ms)
+        if due:
+            try:
+                self.flush()
+            except OSError as e:
+                log.warning("%s: flush failed, tried again at the next append: %s",
+                            self.directory, e)
 
     def read(self, offset: int, max_bytes: int, upper_bound: int | None = None) -> bytes:
         """Whole batches from the one holding `offset`, from one segment:
@@ -288,7 +301,9 @@ class PartitionLog:
 
     def flush(self) -> None:
         """fsync every segment written since the last flush (and the
-        directory when segments came or went); moves the recovery point."""
+        directory when segments came or went) and a pending epoch
+        checkpoint; moves the recovery point."""
+        self._epochs.checkpoint()
         for segment in self._unflushed:
             segment.flush()
         self._unflushed.clear()

@@ -10,6 +10,7 @@ increasing) and cuts the file at the first one that fails
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from pathlib import Path
 from reference_broker.log.batch import (
     HEADER_SIZE, BatchHeader, CorruptRecordError, batch_prefix, check_crc, read_header,
 )
-from reference_broker.log.file_io import write_all
+from reference_broker.log.file_io import write_all_at
 from reference_broker.log.leader_epoch_cache import LeaderEpochCache
 from reference_broker.log.offset_index import OffsetIndex
 
@@ -39,7 +40,9 @@ class LogSegment:
         self.base_offset = base_offset
         self.log_path = directory / f"{file_prefix(base_offset)}.log"
         self.index_path = directory / f"{file_prefix(base_offset)}.index"
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        # Positioned writes (no O_APPEND): an append lands at self.size
+        # whatever a failed one left past it.
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size = os.fstat(self._fd).st_size
         self._index_interval_bytes = index_interval_bytes
         self._index: OffsetIndex | None = None  # loaded on first use (Kafka's LazyIndex)
@@ -70,7 +73,7 @@ class LogSegment:
         """Write `data` (exactly the batches `headers` describe, offsets
         assigned) at the end; an index entry for the first batch written
         after more than index.interval.bytes since the last entry
-        (LogSegment.append). A failed write is cut back off the file."""
+        (LogSegment.append). A failed write changes nothing that counts."""
         index = self.index
         entries = []
         position = self.size
@@ -84,13 +87,20 @@ class LogSegment:
             position += header.size
             max_timestamp = max(max_timestamp, header.max_timestamp)
         try:
-            write_all(self._fd, data)
+            write_all_at(self._fd, data, self.size)
         except OSError:
-            os.ftruncate(self._fd, self.size)
+            # Nothing past self.size counts: the next append writes over
+            # whatever part of this one landed, and recovery cuts a torn
+            # tail. Cutting it off now only tidies, and fails as the write did.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self.size)
             raise
-        for offset, entry_position in entries:
-            index.append(offset, entry_position)
         self.size = position
+        try:
+            for offset, entry_position in entries:
+                index.append(offset, entry_position)
+        except OSError:
+            pass    # the index is sparse: a missing entry costs a longer scan, not a wrong answer
         self._bytes_since_last_index_entry = since
         if self._max_timestamp is not None:
             self._max_timestamp = max(self._max_timestamp, max_timestamp)

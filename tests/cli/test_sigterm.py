@@ -70,13 +70,18 @@ def leftovers(run_dir: Path) -> list[str]:
         fields = line.split()
         if fields[2] == FS_TYPE and fields[1].startswith(str(run_dir)):
             found.append(f"mount {fields[1]}")
+    return found + processes_naming(run_dir)
+
+
+def processes_naming(path: Path) -> list[str]:
+    found = []
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
                 cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
             except OSError:
                 continue
-            if str(run_dir) in cmdline:
+            if str(path) in cmdline:
                 found.append(f"pid {proc.name}: {cmdline[:120]}")
     return found
 
@@ -109,13 +114,19 @@ def test_sigterm_tears_everything_down(tmp_path, phase):
         else:
             wait_for(lambda: history_lines(run_dir) > 200, "the main phase", harness)
         harness.send_signal(signal.SIGTERM)
-        _, stderr = harness.communicate(timeout=120)
+        harness.wait(timeout=120)       # its output is a few lines: no pipe fills
+        # Nor Spark's driver, which the run starts beside the cluster (its
+        # spark.local.dir is in the store): one still starting would live on
+        # until its gateway was up, up to a minute on a loaded machine.
+        spark_left = processes_naming(store)
+        _, stderr = harness.communicate(timeout=30)
     finally:
         if harness.poll() is None:
             harness.kill()
     assert harness.returncode == 128 + signal.SIGTERM, stderr
     assert "terminated (SIGTERM)" in stderr
     assert leftovers(run_dir) == []
+    assert spark_left == []
 
 
 def killed_then_cleaned(store: Path, harness: subprocess.Popen, ready, left) -> None:
