@@ -52,6 +52,9 @@ def main() -> None:
     # (a native abort or segfault), the Python stack of every thread shows
     # where, on stderr.
     faulthandler.enable()
+    # SIGUSR1 prints every thread's stack and goes on: where a run that
+    # seems stuck is (tests/cli/test_sigterm.py asks it of a slow teardown).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         code = cli.main(prog_name="kchaos", standalone_mode=False)

@@ -114,7 +114,14 @@ def test_sigterm_tears_everything_down(tmp_path, phase):
         else:
             wait_for(lambda: history_lines(run_dir) > 200, "the main phase", harness)
         harness.send_signal(signal.SIGTERM)
-        harness.wait(timeout=120)       # its output is a few lines: no pipe fills
+        try:
+            harness.wait(timeout=120)   # its output is a few lines: no pipe fills
+        except subprocess.TimeoutExpired:
+            harness.send_signal(signal.SIGUSR1)     # its threads' stacks, on stderr
+            time.sleep(2)
+            harness.kill()
+            raise AssertionError("no exit 120 s after SIGTERM; where it was:\n"
+                                 + harness.communicate(timeout=30)[1][-6000:]) from None
         # Nor Spark's driver, which the run starts beside the cluster (its
         # spark.local.dir is in the store): one still starting would live on
         # until its gateway was up, up to a minute on a loaded machine.

@@ -21,7 +21,7 @@ from workloads.clients.base import (ClientSettings, ConsumerClient, Outcome,
                                     ProducerClient, TransactionalProducerClient)
 
 LIBRARIES = ("confluent-kafka", "kafka-python", "java")
-TRANSACTIONAL_LIBRARIES = ("confluent-kafka", "java")
+TRANSACTIONAL_LIBRARIES = ("confluent-kafka", "kafka-python", "java")
 # Those whose transactions also commit a consumer's offsets (--pipeline).
 PIPELINE_LIBRARIES = ("confluent-kafka",)
 
@@ -53,6 +53,10 @@ def make_transactional_producer(library: str, bootstrap: str, settings: ClientSe
     if library == "confluent-kafka":
         from workloads.clients import confluent_txn
         return confluent_txn.ConfluentTransactionalProducer(
+            bootstrap, settings, client_id, transactional_id, transaction_timeout_ms)
+    if library == "kafka-python":
+        from workloads.clients import kafka_python_txn
+        return kafka_python_txn.KafkaPythonTransactionalProducer(
             bootstrap, settings, client_id, transactional_id, transaction_timeout_ms)
     if library == "java":
         from workloads.clients import java_txn

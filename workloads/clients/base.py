@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -143,6 +144,28 @@ def stalled_parts(count: int, stall: Stall | None,
             stall.wait()
             deadline += time.monotonic() - stalled_at
         yield indexes, deadline
+
+
+def within(run: Callable[[], object], bound: float) -> tuple[bool, object]:
+    """`run()` in a daemon thread of its own, for at most `bound` seconds:
+    (True, what it returned), or (False, None) once the bound has passed
+    (the thread is left to finish alone). What it raised is raised here.
+    For client calls that were seen to outlive every timeout they were
+    given, or that take none: a worker's operation must end all the same."""
+    done: list = []
+    failed: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            done.append(run())
+        except BaseException as e:  # noqa: BLE001 — raised again in the caller
+            failed.append(e)
+    worker = threading.Thread(target=call, name="bounded-call", daemon=True)
+    worker.start()
+    worker.join(bound)
+    if failed:
+        raise failed[0]
+    return (True, done[0]) if done else (False, None)
 
 
 @dataclass(frozen=True)

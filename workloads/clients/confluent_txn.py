@@ -20,7 +20,6 @@ init_transactions fences any transaction the old one left open.
 
 from __future__ import annotations
 
-import threading
 import time
 import warnings
 from typing import Callable
@@ -28,7 +27,7 @@ from typing import Callable
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from workloads.clients.base import (FAIL, INFO, OK, ClientSettings, Consumed, Outcome,
-                                    Stall, encode_value, stalled_parts, txn_value)
+                                    Stall, encode_value, stalled_parts, txn_value, within)
 from workloads.clients.confluent import describe, producer_config
 
 # A fenced producer's close() tries to abort and warns that it cannot: the
@@ -80,28 +79,15 @@ class ConfluentTransactionalProducer:
         return self._transaction(sends, commit, timeout, clock, stall)
 
     def _bounded(self, run: Callable[[], Outcome], sends, bound: float) -> Outcome:
-        """`run` in a thread of its own, for at most `bound` seconds. A
-        pipeline's transaction was seen to outlive every timeout it was
-        given when the node leading both coordinators was killed as it
-        began (librdkafka 2.16): the worker's operation must end all the
-        same. The producer is then left to its thread and never touched
+        """`run` for at most `bound` seconds (base.within). A pipeline's
+        transaction was seen to outlive every timeout it was given when the
+        node leading both coordinators was killed as it began (librdkafka
+        2.16). The producer is then left to its thread and never touched
         again (`usable` false; close drops it); the outcome is `info`,
         since the commit may have been sent."""
-        done: list[Outcome] = []
-        failed: list[BaseException] = []
-
-        def call() -> None:
-            try:
-                done.append(run())
-            except BaseException as e:  # noqa: BLE001 — raised again in the caller
-                failed.append(e)
-        worker = threading.Thread(target=call, name="transaction", daemon=True)
-        worker.start()
-        worker.join(bound)
-        if failed:
-            raise failed[0]
-        if done:
-            return done[0]
+        returned, outcome = within(run, bound)
+        if returned:
+            return outcome
         self.usable, self._abandoned = False, True
         return Outcome(INFO, txn_value(sends, None, None, self._consumed),
                        f"the client did not return within {bound:.0f} s; producer abandoned")

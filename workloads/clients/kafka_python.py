@@ -88,7 +88,7 @@ def describe(error: BaseException, default: str = "no message") -> str:
     return f"{type(error).__name__}: {message or getattr(error, 'description', None) or default}"
 
 
-def _common(bootstrap: str, settings: ClientSettings, client_id: str) -> dict:
+def common_config(bootstrap: str, settings: ClientSettings, client_id: str) -> dict:
     return {
         "bootstrap_servers": bootstrap, "client_id": client_id,
         "request_timeout_ms": settings.request_timeout_ms,
@@ -101,7 +101,7 @@ def _common(bootstrap: str, settings: ClientSettings, client_id: str) -> dict:
     }
 
 
-def _bounded(config: dict, timeout: float | None) -> dict:
+def bounded_config(config: dict, timeout: float | None) -> dict:
     if timeout is None:
         return config
     return {**config, "bootstrap_timeout_ms": min(config["bootstrap_timeout_ms"],
@@ -118,7 +118,7 @@ class KafkaPythonProducer:
         # records show offsets 0, 1, 2, ... whatever the log holds.
         self._acks_zero = settings.acks == "0"
         self._config = {
-            **_common(bootstrap, settings, client_id),
+            **common_config(bootstrap, settings, client_id),
             "acks": settings.acks if settings.acks == "all" else int(settings.acks),
             "enable_idempotence": settings.idempotence,
             "max_in_flight_requests_per_connection": settings.max_in_flight,
@@ -146,7 +146,7 @@ class KafkaPythonProducer:
         futures = []
         try:
             if self._producer is None:
-                self._producer = KafkaProducer(**_bounded(self._config, timeout))
+                self._producer = KafkaProducer(**bounded_config(self._config, timeout))
             for topic, partition, value in sends:
                 futures.append(self._producer.send(topic, encode_value(value),
                                                    partition=partition))
@@ -185,26 +185,45 @@ class KafkaPythonProducer:
 
 class _Recorder(ConsumerRebalanceListener):
     """Rebalance callbacks, kept for the next poll. kafka-python may call
-    them on its network thread, hence the lock."""
+    them on its network thread, hence the lock.
+
+    Under the eager protocol kafka-python 3 revokes every partition before
+    a rejoin, but keeps the position of each one the new assignment gives
+    back (SubscriptionState.assign_from_subscribed), where the Java client
+    clears its assignment first (ConsumerCoordinator.onJoinPrepare) and
+    starts a partition it gets back from the group's committed offset. So
+    the revocation is held until the assignment, and only the difference is
+    recorded, as a cooperative rebalance would report it: a partition kept
+    was neither given up nor newly assigned, and its next read continues
+    the member's own position. (Recorded as revoked and assigned, the
+    member's first read after such a rejoin, past the committed offset
+    where it had read on without committing, was a false `resume-skip`.)"""
 
     def __init__(self, group: str, sink: list[dict], lock: threading.Lock):
         self.group, self.sink, self.lock = group, sink, lock
+        self._revoking: set = set()
 
     def _record(self, kind: str, partitions) -> None:
         if not partitions:
             return  # kafka-python calls the listener with empty sets on every join
-        with self.lock:
-            self.sink.append(rebalance(kind, self.group,
-                                       sorted((tp.topic, tp.partition) for tp in partitions)))
+        self.sink.append(rebalance(kind, self.group,
+                                   sorted((tp.topic, tp.partition) for tp in partitions)))
 
     def on_partitions_assigned(self, assigned):
-        self._record("assigned", assigned)
+        with self.lock:
+            assigned, revoking, self._revoking = set(assigned), self._revoking, set()
+            self._record("revoked", revoking - assigned)
+            self._record("assigned", assigned - revoking)
 
     def on_partitions_revoked(self, revoked):
-        self._record("revoked", revoked)
+        with self.lock:
+            self._revoking |= set(revoked)
 
     def on_partitions_lost(self, lost):
-        self._record("lost", lost)
+        with self.lock:
+            self._record("revoked", self._revoking - set(lost))
+            self._revoking = set()
+            self._record("lost", lost)
 
 
 class KafkaPythonConsumer:
@@ -219,7 +238,7 @@ class KafkaPythonConsumer:
         # 3.0 only needs fetch_max_wait_ms < request_timeout_ms (checked by
         # ClientSettings) and times JoinGroup by the rebalance timeout itself.
         self._config = {
-            **_common(bootstrap, settings, client_id),
+            **common_config(bootstrap, settings, client_id),
             "group_id": group,
             "enable_auto_commit": False,
             "auto_offset_reset": settings.auto_offset_reset,
@@ -233,7 +252,7 @@ class KafkaPythonConsumer:
 
     def _client(self, timeout: float | None = None) -> KafkaConsumer:
         if self._consumer is None:
-            self._consumer = KafkaConsumer(**_bounded(self._config, timeout))
+            self._consumer = KafkaConsumer(**bounded_config(self._config, timeout))
         return self._consumer
 
     def assign(self, partitions: list[tuple[str, int]], seek_to_beginning: bool) -> Outcome:

@@ -292,3 +292,50 @@ def test_consumer_belongs_to_its_group(library, broker, clients):
         c.commit("other", [("t", 0, 1)])
     with pytest.raises(ValueError, match="group=None"):
         consumer(library, broker, clients).committed("mine", [("t", 0)], 1)
+
+
+def test_a_partition_reported_assigned_is_read_from_the_committed_offset(
+        library, broker, topic, clients):
+    """What the resume checks rest on (checkers/group_offsets.py): a member
+    reads past its commit, a second member joins, and the first gets one
+    partition back. If the poll reports it `assigned`, its next read starts
+    at the group's committed offset (the Java client and librdkafka start
+    over from it); if not, the member kept its position through the rejoin
+    (kafka-python 3 under the eager protocol, workloads/clients/kafka_python.py)
+    and its next read continues it."""
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    first, _ = subscribed(library, broker, clients, group, topic)
+    writer = producer(library, broker, clients)
+    assert writer.send([(topic, p, v) for p in (0, 1) for v in range(5)], TIMEOUT).type == "ok"
+    reads = reads_of(poll_until(first, lambda os: len(reads_of(os)) >= 10, "every record"))
+    assert first.commit(group, [(topic, 0, 2), (topic, 1, 2)]).type == "ok"
+    second = consumer(library, broker, clients, group)
+    assert second.subscribe(group, [topic]).type == "ok"
+    stop = threading.Event()
+    poller = threading.Thread(target=lambda: [second.poll(0.2) for _ in iter(stop.is_set, True)],
+                              daemon=True)
+    poller.start()
+    try:
+        owned = {0, 1}
+        rejoin = poll_until(first, lambda os: len(owned_after(owned, os)) == 1, "a rejoin")
+        kept, = owned_after(owned, rejoin)
+        assigned = any(r["kind"] == "assigned" for o in rejoin for r in o.value["rebalances"])
+        assert writer.send([(topic, kept, 5)], TIMEOUT).type == "ok"
+        later = [r for r in reads_of(rejoin) + reads_of(poll_until(
+            first, lambda os: any(r["offset"] == 5 for r in reads_of(os)), "the new record"))
+            if r["partition"] == kept]
+    finally:
+        stop.set()
+        poller.join(TIMEOUT)
+    assert max(r["offset"] for r in reads if r["partition"] == kept) == 4
+    assert later[0]["offset"] == (2 if assigned else 5), (library, rejoin, later)
+
+
+def owned_after(owned: set[int], outcomes: list[Outcome]) -> set[int]:
+    """The partitions a member owns after its polls' rebalances (it owned `owned`)."""
+    owned = set(owned)
+    for o in outcomes:
+        for r in o.value["rebalances"]:
+            parts = {p["partition"] for p in r["partitions"]}
+            owned = owned | parts if r["kind"] == "assigned" else owned - parts
+    return owned
