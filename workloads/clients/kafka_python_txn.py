@@ -6,8 +6,9 @@ each, then commit or abort. What the history can claim (docs/history.md),
 as for the other libraries (confluent_txn.py, java_txn.py):
 - `ok`: commit_transaction() returned — the transaction is committed;
 - `fail`: certainly not committed. The worker chose to abort, or the
-  producer could not begin (it is then spent), or a send failed and the
-  abort was asked for: no EndTxn(commit) was ever sent;
+  producer could not begin (it is then spent, unless its init only timed
+  out), or a send failed and the abort was asked for: no EndTxn(commit)
+  was ever sent;
 - `info`: unknown — commit_transaction() raised or did not return. Its
   errors do not say whether EndTxn(commit) was sent before the failure
   (the client keeps that in its transaction manager's state), so none of
@@ -91,10 +92,12 @@ class KafkaPythonTransactionalProducer:
                 self._initialised = True
             self._producer.begin_transaction()
         except Errors.KafkaError as e:
-            # Nothing was sent: certainly not committed. Whether the client
-            # can go on is its transaction manager's secret (a fatal error
-            # refuses every later init), so a new producer takes over.
-            self.usable = False
+            # Nothing was sent: certainly not committed. An init that timed
+            # out goes on waiting when asked again (KafkaProducer.init_transactions);
+            # after any other error whether the client can go on is its
+            # transaction manager's secret (a fatal error refuses every
+            # later init), so a new producer takes over.
+            self.usable = isinstance(e, Errors.KafkaTimeoutError) and not self._initialised
             return Outcome(FAIL, txn_value(sends, None, None), describe(e))
         for indexes, deadline in stalled_parts(len(sends), stall, deadline):
             futures = []
