@@ -23,6 +23,7 @@ import signal
 from pathlib import Path
 
 from kchaos.config import TestConfig
+from kchaos.processes import processes
 from cluster.local import LocalNode
 
 
@@ -145,17 +146,11 @@ def kill_processes(marker: str) -> list[int]:
 def continue_processes(marker: str) -> list[int]:
     """SIGCONT every process whose command line contains marker."""
     continued = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
+    for pid, _, cmdline in processes():
         if marker in cmdline:
             try:
-                os.kill(int(proc.name), signal.SIGCONT)
-                continued.append(int(proc.name))
+                os.kill(pid, signal.SIGCONT)
+                continued.append(pid)
             except ProcessLookupError:
                 pass
     return continued

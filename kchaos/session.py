@@ -18,6 +18,8 @@ import threading
 from pathlib import Path
 from typing import Mapping
 
+from kchaos.processes import processes
+
 log = logging.getLogger("kchaos.session")
 
 
@@ -97,25 +99,11 @@ class BackgroundSession:
 
 # spark-submit (a script) execs java with SparkSubmit: the driver is one of
 # the two, by the time it is looked for.
-DRIVER_MARKS = (b"spark-submit", b"org.apache.spark.deploy.SparkSubmit")
+DRIVER_MARKS = ("spark-submit", "org.apache.spark.deploy.SparkSubmit")
 
 
 def spark_drivers(parent: int) -> list[int]:
     """The children of process `parent` that are Spark drivers being started
     or running (pyspark's launch_gateway starts one per process)."""
-    found = []
-    for proc in os.scandir("/proc"):
-        if not proc.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{proc.name}/stat", "rb") as f:
-                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
-            if ppid != parent:
-                continue
-            with open(f"/proc/{proc.name}/cmdline", "rb") as f:
-                cmdline = f.read()
-        except (OSError, IndexError, ValueError):
-            continue        # gone meanwhile
-        if any(mark in cmdline for mark in DRIVER_MARKS):
-            found.append(int(proc.name))
-    return found
+    return [pid for pid, ppid, cmdline in processes()
+            if ppid == parent and any(mark in cmdline for mark in DRIVER_MARKS)]

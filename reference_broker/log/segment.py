@@ -96,11 +96,11 @@ class LogSegment:
                 os.ftruncate(self._fd, self.size)
             raise
         self.size = position
-        try:
+        # The index is sparse: an entry a disk error kept out costs a longer
+        # scan, not a wrong answer.
+        with contextlib.suppress(OSError):
             for offset, entry_position in entries:
                 index.append(offset, entry_position)
-        except OSError:
-            pass    # the index is sparse: a missing entry costs a longer scan, not a wrong answer
         self._bytes_since_last_index_entry = since
         if self._max_timestamp is not None:
             self._max_timestamp = max(self._max_timestamp, max_timestamp)
