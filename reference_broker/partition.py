@@ -232,7 +232,9 @@ class Partition:
         any is written. acks=all is refused before anything is written when
         the ISR is below min.insync.replicas (NOT_ENOUGH_REPLICAS).
         `verified` is the guard of a transactional batch's verification
-        (`begin_verification`): it must still stand. A `coordinator`'s
+        (`begin_verification`), or UNVERIFIED where none covers it: a batch
+        that opens a transaction must find it still standing; None when
+        verification is off. A `coordinator`'s
         own batches (AppendOrigin.COORDINATOR) skip the client-only rules:
         they carry a producer id without sequences."""
         if self.leader is None:
@@ -299,7 +301,10 @@ class Partition:
             if behind is not None:
                 return ProduceResult(ErrorCode.out_of_order_sequence_number, -1,
                                      self.log.log_start_offset, message=behind)
-        info = self.log.append_as_leader(records, self.leader_epoch, headers)
+        try:
+            info = self.log.append_as_leader(records, self.leader_epoch, headers)
+        except OSError as e:
+            return self._storage_error(e)
         if not retry:  # a re-written retry leaves the producer's sequence where it was
             for header in info.batches:
                 self.producers.record(header)
@@ -310,6 +315,16 @@ class Partition:
         self._wake()
         return ProduceResult(ErrorCode.none, info.first_offset, self.log.log_start_offset,
                              last_offset=info.last_offset)
+
+    def _storage_error(self, error: OSError) -> ProduceResult:
+        """A disk error (EIO) failed the append, which changed nothing
+        (Segment.append): KAFKA_STORAGE_ERROR, which producers, the
+        coordinators and their marker writes retry. Kafka would also take
+        the log directory offline (KIP-112); here the error is transient
+        (docs/broker.md)."""
+        _log.warning("%s: append failed: %s", self, error)
+        return ProduceResult(ErrorCode.kafka_storage_error, -1, self.log.log_start_offset,
+                             message=str(error))
 
     def _txn_error(self, headers, verified: object | None) -> ErrorCode:
         """ProducerAppendInfo.appendDataBatch: a producer with a transaction
@@ -348,9 +363,12 @@ class Partition:
                          self, "COMMIT" if marker.result else "ABORT", producer_id,
                          producer_epoch, marker.coordinator_epoch, error.name)
             return error, -1
+        try:
+            info = self.log.append_as_leader(encode_marker(producer_id, producer_epoch, marker),
+                                             self.leader_epoch)
+        except OSError as e:
+            return self._storage_error(e).error, -1
         self._verifying.end(producer_id)
-        info = self.log.append_as_leader(encode_marker(producer_id, producer_epoch, marker),
-                                         self.leader_epoch)
         header, = info.batches
         self.producers.record(header)
         self.txns.record(header, marker)

@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 
 from reference_broker.log.batch import CorruptRecordError, parse_batches
 from reference_broker.protocol.shapes import Shapes
+from reference_broker.txn.verification_state import UNVERIFIED
 
 
 log = logging.getLogger("reference_broker.produce")
@@ -59,6 +60,9 @@ async def handle(broker, header, request):
                 for data in topic.partition_data))
             for topic in request.topic_data))
     verified = await _verify(broker, request)
+    # A partition no verification of this request covers is UNVERIFIED:
+    # its batch may only continue a transaction still open at the append.
+    uncovered = UNVERIFIED if _verifies(broker, request) else None
     # Per partition, in KafkaApis.handleProduceRequest's order: a partition
     # the metadata does not have, then the request-level record checks
     # (ProduceRequest.validateRecords: exactly one batch), then invalid acks
@@ -79,7 +83,7 @@ async def handle(broker, header, request):
                 error = ErrorCode.invalid_required_acks
             else:
                 error = missing
-            guard = verified.get((topic.name, data.index))
+            guard = verified.get((topic.name, data.index), uncovered)
             message = None
             if error is None and isinstance(guard, ErrorCode):
                 error = guard
@@ -159,11 +163,16 @@ def _has_transactional_batch(request) -> bool:
     return False
 
 
+def _verifies(broker, request) -> bool:
+    """transaction.partition.verification.enable, for a transactional request."""
+    return request.transactional_id is not None \
+        and broker.config["transaction.partition.verification.enable"]
+
+
 async def _verify(broker, request) -> dict[tuple[str, int], object]:
     """Per partition whose batch opens a transaction: the verification's
     guard, or the Produce error the coordinator's answer became."""
-    if request.transactional_id is None \
-            or not broker.config["transaction.partition.verification.enable"]:
+    if not _verifies(broker, request):
         return {}
     guards, producer = {}, None
     for topic in request.topic_data:

@@ -335,8 +335,10 @@ class TransactionCoordinator:
         while still():
             if transactional_id not in self._pending and self._txns.get(transactional_id) == meta:
                 error = await self._write(meta.to(done, self._now_ms(), partitions=frozenset()))
-                if not error or error == ErrorCode.not_coordinator:
+                if not error:
                     return
+                # NOT_COORDINATOR is also a disk error's (_APPEND_ERRORS):
+                # only `still()` says whether the id moved on.
                 log.warning("%s: writing %s failed (%s); retrying", transactional_id,
                             done.kafka_name, error.name)
             elif self._txns.get(transactional_id) != meta:

@@ -37,6 +37,16 @@ class Verification:
             self.epoch, self.lowest_sequence = epoch, sequence
 
 
+# Kafka's VerificationGuard.SENTINEL: what a batch carries that no
+# verification of this request covers — the partition had the producer's
+# transaction open when the request arrived, or this broker did not lead it
+# then. It never stands, so if the transaction ended (or leadership came)
+# before the append, the batch is refused instead of opening a transaction
+# no coordinator knows of (UnifiedLog.analyzeAndValidateProducerState:
+# "requestVerificationGuard is the sentinel, so we will throw an error").
+UNVERIFIED = Verification(-1, -1)
+
+
 class Verifications:
     """A partition's verification entries, one per producer id."""
 

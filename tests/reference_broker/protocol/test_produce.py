@@ -10,6 +10,7 @@ import asyncio
 import pytest
 from kio.schema.errors import ErrorCode
 
+from reference_broker.txn.partition_txns import ABORT, Marker
 from tests.reference_broker.protocol import entities
 from tests.reference_broker.protocol.wire import ConnectionClosed, encode_request
 from tests.reference_broker.record_batches import kio_batch, records_in, values_batch
@@ -36,6 +37,23 @@ async def producer_id(client) -> int:
     response = await client.call(entities.init_producer_id())
     assert response.error_code == ErrorCode.none and response.producer_epoch == 0
     return response.producer_id
+
+
+async def init_transactional(node, transactional_id: str = "tx"):
+    """InitProducerId at the node's own coordinator, once it has loaded."""
+    await node.broker.transaction_state.ensure()
+    for _ in range(100):
+        init = await node.broker.transactions.init_producer_id(transactional_id, 60000)
+        if init.error == ErrorCode.none:
+            return init
+        await asyncio.sleep(0.05)   # the coordinator is loading its partition
+    raise AssertionError(f"InitProducerId: {init.error.name}")
+
+
+def transactional(request, transactional_id: str = "tx"):
+    """A Produce request sent as a transactional producer's."""
+    return type(request)(transactional_id=transactional_id, acks=request.acks,
+                         timeout=request.timeout, topic_data=request.topic_data)
 
 
 def test_produce_appends_and_answers_base_offsets(run_on_node):
@@ -237,17 +255,10 @@ def test_a_transactional_batch_outside_its_transaction_is_refused(run_on_node):
         client = node.connect()
         await new_topic(client)
         coordinator = node.broker.transactions
-        await node.broker.transaction_state.ensure()
-        for _ in range(100):
-            init = await coordinator.init_producer_id("tx", 60000)
-            if init.error == ErrorCode.none:
-                break
-            await asyncio.sleep(0.05)   # the coordinator is loading its partition
+        init = await init_transactional(node)
         batch = values_batch(1, producer_id=init.producer_id, producer_epoch=init.producer_epoch,
                              base_sequence=0, attributes=0x10)
-        request = entities.produce("t", 0, batch)
-        request = type(request)(transactional_id="tx", acks=request.acks,
-                                timeout=request.timeout, topic_data=request.topic_data)
+        request = transactional(entities.produce("t", 0, batch))
         refused = answer(await client.call(request))
         assert refused.error_code == ErrorCode.invalid_txn_state
         assert node.broker.partition("t", 0).log.log_end_offset == 0
@@ -256,4 +267,52 @@ def test_a_transactional_batch_outside_its_transaction_is_refused(run_on_node):
         written = answer(await client.call(request))
         assert (written.error_code, written.base_offset) == (ErrorCode.none, 0)
         assert node.broker.partition("t", 0).last_stable_offset == 0   # open
+    run_on_node(scenario)
+
+
+def test_a_batch_its_request_did_not_verify_cannot_outlive_its_transaction(run_on_node):
+    """KIP-890 part 1's sentinel guard. One request carries a batch for t-0,
+    where the producer's transaction is open (so it is not verified), and one
+    for t-1, which opens the transaction there (so the leader asks the
+    coordinator). While it asks, the transaction is aborted and its marker
+    lands in t-0. The t-0 batch must then be refused (Kafka: the request's
+    guard is the sentinel and the transaction is no longer ongoing), not
+    appended as a new transaction that no coordinator will ever end, which
+    would hold t-0's last stable offset for good.
+
+    The marker lands inside the verification, wrapped around the real one:
+    only that places it between a request's check and its append."""
+    async def scenario(node):
+        client = node.connect()
+        created = await client.call(entities.create_topics("t", partitions=2))
+        assert created.topics[0].error_code == ErrorCode.none
+        coordinator, broker = node.broker.transactions, node.broker
+        init = await init_transactional(node)
+        pid, epoch = init.producer_id, init.producer_epoch
+        assert await coordinator.add_partitions("tx", pid, epoch, [("t", 0)]) == ErrorCode.none
+        first = transactional(entities.produce("t", 0, values_batch(
+            1, producer_id=pid, producer_epoch=epoch, base_sequence=0, attributes=0x10)))
+        assert answer(await client.call(first)).error_code == ErrorCode.none
+        t0 = broker.partition("t", 0)
+
+        real_verify = broker.verifier.verify
+
+        async def verify_after_an_abort(*args):
+            # The abort's marker lands in t-0 (what WriteTxnMarkers does there).
+            assert t0.append_marker(pid, epoch, Marker(ABORT, 0))[0] == ErrorCode.none
+            return await real_verify(*args)
+        broker.verifier.verify = verify_after_an_abort
+
+        data = first.topic_data[0]
+        both = type(first)(transactional_id="tx", acks=-1, timeout=first.timeout, topic_data=(
+            type(data)(name="t", partition_data=tuple(
+                type(data.partition_data[0])(index=index, records=values_batch(
+                    1, producer_id=pid, producer_epoch=epoch, base_sequence=sequence,
+                    attributes=0x10))
+                for index, sequence in ((0, 1), (1, 0)))),))
+        response = await client.call(both)
+        errors = {p.index: p.error_code for p in response.responses[0].partition_responses}
+        assert errors[0] == ErrorCode.invalid_txn_state
+        assert not t0.txns.is_open(pid)
+        assert t0.last_stable_offset == t0.high_watermark == t0.log.log_end_offset
     run_on_node(scenario)

@@ -9,9 +9,11 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from reference_broker.controller.records import PartitionState
-from reference_broker.log import LogConfig, PartitionLog
+from reference_broker.log import LogConfig, PartitionLog, segment
 from reference_broker.partition import READ_COMMITTED, Partition
 from reference_broker.txn.partition_txns import ABORT, COMMIT, AbortedTxn, Marker
+from reference_broker.txn.verification_state import UNVERIFIED
+from tests.reference_broker.log.test_disk_errors import eio
 from tests.reference_broker.record_batches import values_batch
 
 TRANSACTIONAL = 0x10
@@ -124,6 +126,23 @@ def test_a_verification_overtaken_by_a_marker_no_longer_stands(tmp_path):
     assert send(p, 7, 1, 0, verified=fresh).error == ErrorCode.none
 
 
+def test_a_batch_no_verification_covers_only_continues_an_open_transaction(tmp_path):
+    """KIP-890 part 1's sentinel guard: a batch its request did not verify
+    (the transaction was open when the request came, or this broker did not
+    lead the partition then) appends while the transaction is open, and is
+    refused once a marker ended it meanwhile: with no guard it would open a
+    transaction its coordinator never hears of, and hold the last stable
+    offset for good."""
+    p = leader(tmp_path)
+    assert send(p, 7, 1, 0, verified=p.begin_verification(7, 0, 0)).error == ErrorCode.none
+    assert send(p, 7, 1, 1, verified=UNVERIFIED).error == ErrorCode.none
+    p.append_marker(7, 0, Marker(ABORT, 0))
+    assert send(p, 7, 1, 2, verified=UNVERIFIED).error == ErrorCode.invalid_txn_state
+    assert p.last_stable_offset == p.high_watermark == p.log.log_end_offset
+    # Verification off (None): the log takes it, as Kafka's does.
+    assert send(p, 7, 1, 2).error == ErrorCode.none
+
+
 def test_a_verification_that_stands_is_shared_by_batches_verified_at_once(tmp_path):
     """maybeCreateVerificationStateEntry keeps a standing entry: two
     requests verified before either appended both find their guard."""
@@ -163,3 +182,20 @@ def test_a_marker_or_a_new_epoch_moves_the_lowest_sequence(tmp_path):
         ErrorCode.out_of_order_sequence_number
     assert p.append_marker(7, 1, Marker(ABORT, 0))[0] == ErrorCode.none
     assert send(p, 7, 1, 1, epoch=1, transactional=False).error == ErrorCode.none
+
+
+def test_a_disk_error_answers_kafka_storage_error_and_changes_nothing(tmp_path, monkeypatch):
+    """EIO on the segment write: a produce and a transaction marker are
+    answered KAFKA_STORAGE_ERROR, which clients and the marker channel
+    retry, and nothing moves, so the marker's retry still ends the
+    transaction (raising instead closed the connection, and killed the
+    coordinator task whose own write it was)."""
+    p = leader(tmp_path)
+    send(p, 7, 1, 0)
+    with monkeypatch.context() as m:
+        m.setattr(segment, "write_all_at", eio)
+        assert send(p, 7, 1, 1).error == ErrorCode.kafka_storage_error
+        assert p.append_marker(7, 0, Marker(ABORT, 0)) == (ErrorCode.kafka_storage_error, -1)
+    assert p.log.log_end_offset == 1 and p.txns.is_open(7)
+    assert p.append_marker(7, 0, Marker(ABORT, 0)) == (ErrorCode.none, 1)
+    assert not p.txns.is_open(7)
