@@ -106,6 +106,14 @@ def _echo_outcome(outcome, config: TestConfig) -> None:
     if outcome.final and not outcome.final.get("reached"):
         click.echo("final reads did not reach every partition's end within "
                    f"--final-time-limit {config.final_time_limit:g} s")
+    held = (outcome.final or {}).get("open_transactions")
+    if held is not None:
+        from history_analysis.report.explain import held_by
+        places = sorted({(e["topic"], e["partition"]) for e in held if "topic" in e})
+        click.echo("the last stable offsets stayed below the high watermarks to the end of "
+                   "the final phase's wait" + (held_by(held, "", -1) if not places else ""))
+        for topic, partition in places:
+            click.echo(f"  {topic}-{partition}{held_by(held, topic, partition)}")
     if outcome.final and outcome.final.get("past_end"):
         past = outcome.final["past_end"]
         click.echo(f"final reads read {sum(past.values())} record(s) past the recorded ends "

@@ -35,11 +35,13 @@ from history_analysis.history import schema as h
 from history_analysis.history.writer import HistoryWriter
 from workloads.clients import ClientSettings, Outcome, make_consumer
 from workloads.clients.base import partitions_value
+from workloads.open_transactions import open_transactions
 from workloads.worker import close_quietly
 from workloads.queue_config import QueueConfig
 
 PHASE = "final"
 SETTLE_MARGIN_S = 5.0       # for the abort markers to reach the partition leaders
+DESCRIBE_TIMEOUT = 10.0     # for asking who holds a last stable offset
 
 
 def stable_within(workload: QueueConfig) -> float | None:
@@ -80,17 +82,19 @@ class FinalReader:
         return make_consumer(self.library, self.bootstrap, settings or self.settings,
                              f"kchaos-final-{self.process}", None)
 
-    def _await_stable(self) -> None:
+    def _await_stable(self) -> list[tuple[str, int]]:
         """Ask both ends of every partition until the last stable offsets
         meet the high watermarks or `stable_within` runs out (whole: a pair
         apart at the last asking is an anomaly, so the wait is never cut
         short; the reads' own time limit starts after it). Each pair is
-        recorded; a client that fails is replaced by a new process."""
+        recorded; a client that fails is replaced by a new process.
+        Returns the partitions whose ends were apart at the last pair asked."""
         wanted = partitions_value(self.partitions)
         until = time.monotonic() + self.stable_within
         def client_for(level: str):
             return self._client(dataclasses.replace(self.settings, isolation_level=level))
         clients = {level: client_for(level) for level in ("read_uncommitted", "read_committed")}
+        apart: list[tuple[str, int]] = []
         try:
             while time.monotonic() < until:
                 ends = {}
@@ -105,9 +109,13 @@ class FinalReader:
                         break
                     ends[level] = [o["offset"] for o in outcome.value["offsets"]]
                 else:
-                    if ends["read_uncommitted"] == ends["read_committed"]:
-                        return
+                    apart = [tp for tp, high, stable in zip(
+                        self.partitions, ends["read_uncommitted"], ends["read_committed"])
+                        if stable != high]
+                    if not apart:
+                        return []
                 time.sleep(1.0)
+            return apart
         finally:
             for client in clients.values():
                 close_quietly(client)
@@ -116,9 +124,17 @@ class FinalReader:
         """Read to the ends and past them until the partitions are quiet.
         Returns {"ends": {...}, "reached": bool, "processes": n,
         "past_end": {partition: records read at or above its end}} for the
-        run's summary."""
+        run's summary, and "open_transactions" (workloads/open_transactions.py)
+        when the last stable offsets did not meet the high watermarks."""
+        held = {}
         if self.stable_within is not None:
-            self._await_stable()
+            apart = self._await_stable()
+            if apart:
+                held = {"open_transactions": open_transactions(
+                    self.bootstrap, self.settings, apart, DESCRIBE_TIMEOUT)}
+        return {**self._read(time_limit), **held}
+
+    def _read(self, time_limit: float) -> dict:
         deadline = time.monotonic() + time_limit
         wanted = partitions_value(self.partitions)
         ends: dict[tuple[str, int], int] | None = None

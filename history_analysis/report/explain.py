@@ -149,6 +149,37 @@ class Evidence:
         processes = pc.unique(later["process"]).to_pylist()
         return f"offsets {lo}–{hi} of {topic}-{partition} were read by {_who(processes)}"
 
+    def holders(self, topic: str, partition: int) -> str:
+        """Who held the partition's last stable offset, as the final phase
+        asked (workloads/open_transactions.py), or "" when it did not ask."""
+        final = (self._data.test.get("outcome") or {}).get("final") or {}
+        return held_by(final.get("open_transactions"), topic, partition)
+
+
+def held_by(entries: list[dict] | None, topic: str, partition: int) -> str:
+    """The clause naming the transactions open on a partition at the end of
+    the final phase's wait, as its leader and their coordinators told them."""
+    if entries is None:
+        return ""
+    errors = [e["error"] for e in entries if "error" in e]
+    if errors:
+        return f"; asking who held it failed: {errors[0]}"
+    held = [e for e in entries if (e["topic"], e["partition"]) == (topic, partition)]
+    if not held:
+        return ("; asked right after, its leader named no open transaction there (the "
+                "last stable offset moved at the last moment)")
+    told = []
+    for e in held[:3]:
+        who = f"producer {e['producer_id']} epoch {e['producer_epoch']}" + (
+            f" ({e['transactional_id']})" if e.get("transactional_id") else "")
+        coordinator = e.get("coordinator")
+        side = "no coordinator lists it" if coordinator is None else (
+            f"its coordinator has it {coordinator['state']} at epoch "
+            f"{coordinator['producer_epoch']} over "
+            f"{', '.join(coordinator['partitions']) or 'no partitions'}")
+        told.append(f"{who} holds a transaction open from offset {e['first_offset']}; {side}")
+    return "; its leader said: " + "; ".join(told)
+
 
 def _by_value(table: pa.Table) -> dict:
     rows = defaultdict(list)
@@ -200,8 +231,9 @@ def sentence(type_: str, case: dict, evidence: Evidence) -> str:
         return f"{evidence.reads_of(value)}; {evidence.send(value)}, in a transaction " \
                f"(history line {min(case['evidence'])}) that had not yet asked to commit"
     if type_ == "stuck-lso":
+        holders = evidence.holders(case["topic"], case["partition"]) if evidence else ""
         return f"the final phase's last read_committed end of {tp} was {offset} (the last " \
-               f"stable offset), below its high watermark {case['end_offset']}"
+               f"stable offset), below its high watermark {case['end_offset']}{holders}"
     if type_ == "torn-transaction":
         lost = ", ".join(f"{v} at offset {p['offset']} of {p['topic']}-{p['partition']}"
                          for v, p in zip(case["lost_values"][:4], case["places"][:4]))

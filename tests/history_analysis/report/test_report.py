@@ -193,3 +193,19 @@ def test_a_stale_end_is_told_with_its_epochs_when_they_are_known():
                     "answered 3"
     told = sentence("stale-end", {**case, "read_epoch": 1, "end_epoch": 2}, None)
     assert "appended in leader epoch 1" in told and "from the leader of epoch 2" in told
+
+
+def test_a_stuck_last_stable_offset_is_told_with_what_held_it():
+    from history_analysis.report.explain import held_by
+    entry = {"topic": T, "partition": 0, "producer_id": 7, "producer_epoch": 2,
+             "first_offset": 12, "transactional_id": "kchaos-t0-tx1",
+             "coordinator": {"state": "CompleteAbort", "producer_epoch": 3, "partitions": []}}
+    told = held_by([entry], T, 0)
+    assert "producer 7 epoch 2 (kchaos-t0-tx1) holds a transaction open from offset 12" in told
+    assert "its coordinator has it CompleteAbort at epoch 3 over no partitions" in told
+    unknown = held_by([{**entry, "transactional_id": None, "coordinator": None}], T, 0)
+    assert "producer 7 epoch 2 holds" in unknown and "no coordinator lists it" in unknown
+    assert "named no open transaction there" in held_by([entry], T, 1)
+    assert held_by([{"error": "KafkaTimeoutError"}], T, 0) == \
+        "; asking who held it failed: KafkaTimeoutError"
+    assert held_by(None, T, 0) == ""        # the run did not ask
