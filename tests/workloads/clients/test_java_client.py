@@ -95,14 +95,21 @@ def test_a_hung_jvm_is_killed_and_its_send_is_info(broker, topic, clients, monke
     assert p.send([(topic, 0, 1)], 10).type == "ok"
     process = p.jvm.process
     os.kill(process.pid, signal.SIGSTOP)
-    started = time.monotonic()
-    outcome = p.send([(topic, 0, 2)], 1.0)
-    elapsed = time.monotonic() - started
-    assert outcome.type == "info", outcome
-    assert outcome.error.startswith("JVM_UNRESPONSIVE: no answer within 2.5 s; the client's "
-                                    f"JVM (pid {process.pid}) was killed")
-    assert 2.4 < elapsed < 6
-    assert process.poll() == -signal.SIGKILL
+    try:
+        started = time.monotonic()
+        outcome = p.send([(topic, 0, 2)], 1.0)
+        elapsed = time.monotonic() - started
+        assert outcome.type == "info", outcome
+        assert outcome.error.startswith("JVM_UNRESPONSIVE: no answer within 2.5 s; the client's "
+                                        f"JVM (pid {process.pid}) was killed")
+        # Bounded by its own 2.5 s, not by Kafka's timeouts nor forever (a
+        # loaded machine adds seconds to the kill and the wait).
+        assert 2.4 < elapsed < 20
+        assert process.wait(TIMEOUT) == -signal.SIGKILL
+    finally:
+        # Never left stopped: a py4j finalizer that reaches a stopped JVM
+        # blocks the test process for good (a whole suite hung on one).
+        process.kill()
 
 
 def test_the_queue_workload_goes_on_when_its_jvms_are_killed(broker, topic, tmp_path):
