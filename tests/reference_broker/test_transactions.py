@@ -60,6 +60,13 @@ def transaction(producer, values, *, commit: bool):
         producer.abort_transaction(TIMEOUT)
 
 
+def left_open(producer, value: bytes, partition: int = 0) -> None:
+    """Begin a transaction and put `value` in the broker's log, never ending it."""
+    producer.begin_transaction()
+    producer.produce(TOPIC, value, partition=partition)
+    assert producer.flush(TIMEOUT) == 0
+
+
 def read_all(bootstrap, isolation, expect_at_least=0, wait=3.0):
     """Every value on both partitions, read from the start; polls until
     `expect_at_least` values or `wait` seconds after the last one."""
@@ -113,9 +120,7 @@ def test_kafka_python_commits_and_aborts(broker):
 def test_an_open_transaction_holds_read_committed_readers_at_its_start(broker):
     producer = confluent_producer(broker.bootstrap, "tx-open")
     transaction(producer, [0, 1], commit=True)
-    producer.begin_transaction()
-    producer.produce(TOPIC, b"2", partition=0)
-    assert producer.flush(TIMEOUT) == 0
+    left_open(producer, b"2")
     # Partition 0: value 0, the commit marker, value 2 of the open
     # transaction. ListOffsets latest is the last stable offset (2) under
     # read_committed, the high watermark (3) under read_uncommitted.

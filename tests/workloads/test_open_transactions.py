@@ -13,7 +13,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster.broker_process import BrokerProcess
 from history_analysis.history.writer import HistoryWriter
-from tests.reference_broker.test_transactions import TIMEOUT, TOPIC, confluent_producer, transaction
+from tests.reference_broker.test_transactions import (
+    TIMEOUT, TOPIC, confluent_producer, left_open, transaction,
+)
 from workloads.clients import LIBRARIES, ClientSettings
 from workloads.final import FinalReader
 from workloads.open_transactions import open_transactions
@@ -30,9 +32,7 @@ def broker(tmp_path):
 def test_an_open_transaction_is_named_by_its_leader_and_its_coordinator(broker):
     producer = confluent_producer(broker.bootstrap, "tx-open")
     transaction(producer, [0, 1], commit=True)
-    producer.begin_transaction()
-    producer.produce(TOPIC, b"2", partition=0)
-    assert producer.flush(TIMEOUT) == 0
+    left_open(producer, b"2")
     both = [(TOPIC, 0), (TOPIC, 1)]
     [held] = open_transactions(broker.bootstrap, ClientSettings(), both, TIMEOUT)
     # Partition 0: value 0, the commit marker, then value 2 opens the transaction.
@@ -57,9 +57,7 @@ def test_the_final_phase_names_what_holds_a_last_stable_offset(broker, tmp_path)
     held by an open transaction: its summary names it; t-1 is stable and
     is not asked about."""
     producer = confluent_producer(broker.bootstrap, "tx-held")
-    producer.begin_transaction()
-    producer.produce(TOPIC, b"0", partition=0)
-    assert producer.flush(TIMEOUT) == 0
+    left_open(producer, b"0")
     history = HistoryWriter(tmp_path / "history.jsonl")
     reader = FinalReader(history, bootstrap=broker.bootstrap, library=LIBRARIES[0],
                          settings=ClientSettings(isolation_level="read_committed"),
