@@ -39,9 +39,12 @@ KINDS = [
     ("pyspark.worker", "PySpark's Python workers"),
     ("workloads.clients", "the Java client's JVMs"),
     ("-XX:TieredStopAtLevel=1", "the Java client's JVMs"),
-    ("execnet", "pytest workers (clients, histories, nemeses, checks' driver side)"),
-    ("xdist", "pytest workers (clients, histories, nemeses, checks' driver side)"),
-    ("pytest", "pytest"),
+    # pytest-xdist's workers start as `python -u -c "import sys;exec(eval(
+    # sys.stdin.readline()))"` (execnet's bootstrap).
+    ("exec(eval(sys.stdin.readline()))",
+     "pytest workers (clients, histories, nemeses, checks' driver side)"),
+    ("-m cli ", "kchaos commands the tests start (harnesses, checks' Python side)"),
+    ("-m pytest", "pytest's controller"),
     ("dockerd", "dockerd and containerd"),
     ("containerd", "dockerd and containerd"),
     ("sshd", "sshd"),

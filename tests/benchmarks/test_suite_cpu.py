@@ -17,6 +17,10 @@ def test_processes_are_told_apart_by_their_command_lines():
     assert kind_of("python -m reference_broker --node-id 1", "python") == "reference brokers"
     assert kind_of("", "kdamond.0") == "kernel: kdamond"
     assert kind_of("/usr/bin/iptables -L", "iptables") == "other: iptables"
+    worker = "/w/.venv/bin/python -u -c import sys;exec(eval(sys.stdin.readline()))"
+    assert kind_of(worker, "python").startswith("pytest workers")
+    check = "/w/.venv/bin/python -m cli check /tmp/pytest-of-root/pytest-1/run"
+    assert kind_of(check, "python").startswith("kchaos commands")
 
 
 def test_a_busy_child_is_counted_with_the_wall_time_and_the_exit_status():

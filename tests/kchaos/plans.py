@@ -37,6 +37,25 @@ def first_seed(wanted, *, within: float | None = None, **settings) -> int:
     raise AssertionError(f"no seed below 2000 plans what is wanted with {settings}")
 
 
+# Kill targets that are one node of three (nemesis/core.py TARGETS).
+ONE_NODE = {"one", "minority", "leader", "follower", "controller", "coordinator"}
+
+
+def one_kill_and_a_partition(**settings) -> int:
+    """The first seed whose plan partitions and kills, both in its first
+    time_limit - SLACK s, and kills one node once in all. Each restart of an
+    Apache Kafka broker is a JVM's start: a plan that killed every node in
+    turn cost an ssh test 50 s of restarts under a loaded suite."""
+    within = settings["time_limit"] - SLACK
+    for seed in range(1, 2000):
+        config = TestConfig.build(seed=seed, **settings)
+        kills = [f for f in starts(config) if f["fault"] == "kill"]
+        if len(kills) == 1 and kills[0].get("targets") in ONE_NODE \
+                and {"start-partition", "kill"} <= verbs(starts(config, within)):
+            return seed
+    raise AssertionError(f"no seed below 2000 kills one node once with {settings}")
+
+
 def every_default_kind(faults) -> bool:
     """Every kind of the default mix (nemesis.schedule.DEFAULT_MIX) starts:
     restart-all is planned as a kill whose targets are all nodes."""

@@ -22,7 +22,8 @@ from validation.matrix import recipe_config
 from nemesis.schedule import DEFAULT_MIX
 from tests.docker_support import DOCKER_MARKS, compose_cluster
 from tests.kchaos.plans import (
-    SLACK, applied, every_default_kind, failed, first_seed, no_false_alarm, starts, verbs)
+    SLACK, applied, every_default_kind, failed, first_seed, no_false_alarm,
+    one_kill_and_a_partition, starts, verbs)
 
 pytestmark = [*DOCKER_MARKS, pytest.mark.spark, pytest.mark.slow, pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="docker nodes need root here")]
@@ -67,8 +68,7 @@ def test_apache_kafka_on_docker_nodes(tmp_path, spark):
     node Kafka halts (its log directory failed) and the heal that restarts
     three JVMs in containers took 72 s of this test's 310."""
     settings = dict(time_limit=30, nemesis=["partition", "kill"], nemesis_interval=6)
-    seed = first_seed(lambda faults: {"start-partition", "kill"} <= verbs(faults),
-                      within=settings["time_limit"] - SLACK, **settings)
+    seed = one_kill_and_a_partition(**settings)
     # A subnet no other test uses: a run's setup removes what runs under its
     # prefix, and tests of this module may run at the same time (xdist).
     config = TestConfig.build(backend="docker", db="kafka", subnet="198.18.25.0/24", seed=seed,
