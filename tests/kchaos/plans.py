@@ -10,6 +10,7 @@ from pathlib import Path
 from checkers.group_offsets import STALE
 from kchaos.config import TestConfig
 from kchaos.run import nemesis_plan
+from nemesis.core import TARGETS
 from nemesis.schedule import DEFAULT_MIX, Single, make_move
 
 
@@ -37,8 +38,8 @@ def first_seed(wanted, *, within: float | None = None, **settings) -> int:
     raise AssertionError(f"no seed below 2000 plans what is wanted with {settings}")
 
 
-# Kill targets that are one node of three (nemesis/core.py TARGETS).
-ONE_NODE = {"one", "minority", "leader", "follower", "controller", "coordinator"}
+# The targets that hit one node of three: all but those that hit two or more.
+ONE_NODE = set(TARGETS) - {"majority", "all", "leader-and-follower"}
 
 
 def one_kill_and_a_partition(**settings) -> int:
