@@ -33,6 +33,7 @@ from pathlib import Path, PurePath
 
 from cluster.addressing import (DEFAULT_SUBNET, check_prefix, node_address, node_subnet,
                                 overlapping, prefix_for)
+from cluster.container_root import ContainerRoot
 from cluster.docker_engine import (LABEL, NODE_LABEL, RUN_LABEL, DockerUnavailable, connect,
                                    docker_cli, remove_leftovers)
 from cluster.docker_image import NODE_PYTHON, ensure_image
@@ -69,6 +70,7 @@ class DockerNode(RemoteDaemons):
         self.workdir = workdir
         self.python = python
         self.own_network = True             # a container's network namespace is its own
+        self._root = ContainerRoot(container)
 
     def __repr__(self) -> str:
         return f"DockerNode({self.name!r}, {self.address}, container {self.container})"
@@ -123,13 +125,19 @@ class DockerNode(RemoteDaemons):
                  input=bytes(data))
 
     def get(self, path: str | PurePath) -> bytes:
+        """Through the host's view of the container when there is one
+        (cluster/container_root.py), else with `docker exec cat`."""
         target = str(self._path(path))
+        data = self._root.read(target)
+        if data is not None:
+            return data
         status, out, err = self.exec(["cat", "--", target])
         if status == 0:
             return out
         message = err.decode(errors="replace").strip()
         for words, error in (("No such file", FileNotFoundError),
                              ("Is a directory", IsADirectoryError),
+                             ("No such process", ProcessLookupError),
                              ("Permission denied", PermissionError)):
             if words in message:
                 raise error(f"on {self.name}: {message}")

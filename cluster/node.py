@@ -153,10 +153,13 @@ def process_state(node: Node, pid: int) -> str | None:
     """The one-letter state of process pid on node, as /proc says ("T"
     stopped, "S" sleeping, "Z" a zombie ...); None when there is none.
     /proc, not ps: a minimal node image has no procps."""
-    done = node.run(["cat", f"/proc/{pid}/stat"], check=False, timeout=30.0)
+    try:
+        text = node.get(f"/proc/{pid}/stat").decode(errors="replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return None
     # After the ") " that ends the command name: field 3, the state.
-    fields = done.stdout.rpartition(") ")[2].split()
-    return fields[0] if done.returncode == 0 and fields else None
+    fields = text.rpartition(") ")[2].split()
+    return fields[0] if fields else None
 
 
 def until_frozen(node: Node, pids: Callable[[], list[int]], frozen: bool, what: str,

@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import PurePath, PurePosixPath
 
-from cluster.node import check_argv
+from cluster.node import CommandError, check_argv
 
 DAEMONS = ".daemons"
 # The daemon's own script: $0 pid file, then argv. `exec` keeps the pid and
@@ -87,11 +87,20 @@ class RemoteDaemons:
     def _started(self, name: str) -> tuple[int, str] | None:
         """(pid, start time) from the daemon's pid file; None if it was never
         started (or its launch script has not written the file yet)."""
-        done = self.run(["cat", str(self._pid_file(name))], check=False, timeout=30.0)
-        fields = done.stdout.split()
-        if done.returncode != 0 or len(fields) != 2 or not fields[0].isdigit():
+        fields = (self._read(self._pid_file(name)) or "").split()
+        if len(fields) != 2 or not fields[0].isdigit():
             return None
         return int(fields[0]), fields[1]
+
+    def _read(self, path: PurePosixPath) -> str | None:
+        """A small file's text (a pid file, /proc/PID/stat), read with `get`
+        (an SFTP request, a read through a container's root: no command
+        started); None when there is none, or the command that reads it
+        fails (a removed container runs nothing)."""
+        try:
+            return self.get(path).decode(errors="replace")
+        except (FileNotFoundError, ProcessLookupError, CommandError):
+            return None
 
     def pid(self, name: str) -> int | None:
         """The daemon's last pid (also its process group's), None if it was
@@ -106,10 +115,9 @@ class RemoteDaemons:
     def _alive(self, pid: int, start: str) -> bool:
         # After the ") " that ends the command name: field 3, the state (Z is
         # a zombie nobody reaped), ..., field 22, the start time.
-        done = self.run(["cat", f"/proc/{pid}/stat"], check=False, timeout=30.0)
-        fields = done.stdout.rpartition(") ")[2].split()
-        return (done.returncode == 0 and len(fields) > 19 and fields[0] != "Z"
-                and fields[19] == start)
+        stat = self._read(PurePosixPath(f"/proc/{pid}/stat")) or ""
+        fields = stat.rpartition(") ")[2].split()
+        return len(fields) > 19 and fields[0] != "Z" and fields[19] == start
 
     def signal(self, name: str, sig: int) -> None:
         started = self._started(name)
@@ -159,9 +167,8 @@ class RemoteDaemons:
         for a signal); None if it writes none within _EXIT_WAIT."""
         deadline = time.monotonic() + _EXIT_WAIT
         while True:
-            done = self.run(["cat", str(self._exit_file(name))], check=False, timeout=30.0)
-            text = done.stdout.strip()
-            if done.returncode == 0 and text.isdigit():
+            text = (self._read(self._exit_file(name)) or "").strip()
+            if text.isdigit():
                 status = int(text)
                 return -(status - 128) if status > 128 else status
             if time.monotonic() > deadline:
