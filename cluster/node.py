@@ -166,12 +166,16 @@ def until_frozen(node: Node, pids: Callable[[], list[int]], frozen: bool, what: 
                  timeout: float = 10.0) -> None:
     """Until every process pids() names is in the stopped state (frozen) or
     none is, as /proc says: a pause or a resume is verified, not assumed.
-    Nothing running is neither, and returns."""
+    Nothing running is neither, and returns. A process in an uninterruptible
+    wait (D) counts as stopped once sent SIGSTOP: it cannot take the signal
+    in the kernel, and stops before it runs again. A write stalled by the
+    disk gate waits so: FUSE turns the wait killable when a signal comes."""
     deadline = time.monotonic() + timeout
+    stopped = ("T", "D") if frozen else ("T",)
     while True:
         states = {pid: process_state(node, pid) for pid in pids()}
         states = {pid: state for pid, state in states.items() if state is not None}
-        if all((state == "T") == frozen for state in states.values()):
+        if all((state in stopped) == frozen for state in states.values()):
             return
         if time.monotonic() > deadline:
             raise RuntimeError(f"{node.name}: {what} (pid, state: {sorted(states.items())}) "

@@ -26,6 +26,7 @@ pytestmark = [
 pytest.importorskip("mfusepy", reason="the disk gate needs mfusepy and libfuse3")
 
 from cluster.local import LocalNode  # noqa: E402
+from cluster.node import process_state, until_frozen  # noqa: E402
 from nemesis.core import Cluster, FaultError  # noqa: E402
 from nemesis.disk.fault import (  # noqa: E402
     DiskFault, command, gate_mounts, heal, mount, unmount, unmount_all,
@@ -183,7 +184,8 @@ def test_a_process_blocked_by_a_stall_dies_of_sigkill_and_waits_out_a_pause(gate
     """A kill is a crash even while the disk hangs: the operation a
     SIGKILLed process waits in is answered (EINTR), rather than keeping it
     alive until the unstall. A pause (SIGSTOP, SIGCONT) is not a crash:
-    the operation goes on waiting."""
+    the operation goes on waiting, and the pause counts as done although
+    the process waits in the kernel (D), not stopped (T)."""
     node, mnt, _ = gated()
     command(node, "stall")
     writer = subprocess.Popen([sys.executable, "-c",
@@ -192,7 +194,10 @@ def test_a_process_blocked_by_a_stall_dies_of_sigkill_and_waits_out_a_pause(gate
         wait_until(lambda: command(node, "status")["blocked_ops"] >= 1, "the write waits",
                    timeout=5)
         writer.send_signal(signal.SIGSTOP)
+        until_frozen(node, lambda: [writer.pid], True, "the writer", timeout=5)
+        assert process_state(node, writer.pid) == "D"
         writer.send_signal(signal.SIGCONT)
+        until_frozen(node, lambda: [writer.pid], False, "the writer", timeout=5)
         time.sleep(0.5)
         assert writer.poll() is None and command(node, "status")["blocked_ops"] >= 1
         writer.kill()
