@@ -12,7 +12,8 @@ import pytest
 # compiles cost more than they win back: alone, the standalone-cluster check
 # took 228 CPU-seconds instead of 380 and the Kafka cluster tests 86 instead
 # of 134 (docs/testing.md). Each JVM prints "Picked up JAVA_TOOL_OPTIONS" to
-# its stderr. Kafka in containers and on ssh hosts runs as users run it.
+# its stderr. Containers and ssh sessions do not inherit it: the Kafka runs
+# there take it in the broker's environment (tests/kafka_support.py).
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 

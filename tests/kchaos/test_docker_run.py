@@ -21,6 +21,7 @@ from kchaos.run import run_and_check
 from validation.matrix import recipe_config
 from nemesis.schedule import DEFAULT_MIX
 from tests.docker_support import DOCKER_MARKS, compose_cluster
+from tests.kafka_support import kafka_spec_with_local_jvm_options
 from tests.kchaos.plans import (
     SLACK, applied, every_default_kind, failed, first_seed, no_false_alarm,
     one_kill_and_a_partition, starts, verbs)
@@ -59,19 +60,23 @@ def role_targeted(run_dir: Path) -> dict[str, list[list[str]]]:
 
 
 def test_apache_kafka_on_docker_nodes(tmp_path, spark):
-    """--db kafka there: the node image's Java runtime, Kafka's jars copied
-    into each container, partitions and kills applied and healed, and no
-    anomaly (valid alone; under a loaded suite the final reads once recorded
-    no partition end, so 6 unseen sends stayed undecided: unknown). Disk
-    faults on Kafka are test_kafka_run.py's, and the gate in containers
-    test_every_fault_on_a_described_system_on_docker_nodes's: with disk errors on every
-    node Kafka halts (its log directory failed) and the heal that restarts
-    three JVMs in containers took 72 s of this test's 310."""
+    """Kafka's shipped spec (`--db kafka`'s, with the tests' C1 option:
+    tests/kafka_support.py) there: the node image's Java runtime, Kafka's
+    jars copied into each container, partitions and kills applied and
+    healed, and no anomaly (valid alone; under a loaded suite the final
+    reads once recorded no partition end, so 6 unseen sends stayed
+    undecided: unknown). Disk faults on Kafka are test_kafka_run.py's, and
+    the gate in containers test_every_fault_on_a_described_system_on_docker_nodes's:
+    with disk errors on every node Kafka halts (its log directory failed)
+    and the heal that restarts three JVMs in containers took 72 s of this
+    test's 310."""
     settings = dict(time_limit=30, nemesis=["partition", "kill"], nemesis_interval=6)
     seed = one_kill_and_a_partition(**settings)
     # A subnet no other test uses: a run's setup removes what runs under its
     # prefix, and tests of this module may run at the same time (xdist).
-    config = TestConfig.build(backend="docker", db="kafka", subnet="198.18.25.0/24", seed=seed,
+    config = TestConfig.build(backend="docker", db="command", seed=seed,
+                              system=str(kafka_spec_with_local_jvm_options(tmp_path)),
+                              subnet="198.18.25.0/24",
                               broker_config=["min.insync.replicas=2"], recovery_time=3,
                               final_time_limit=90, store=tmp_path, **settings)
     result = run_and_check(config, spark, progress=Progress.quiet())

@@ -18,6 +18,7 @@ from kchaos.config import TestConfig
 from kchaos.progress import Progress
 from kchaos.run import nemesis_plan, run_and_check
 from nemesis.schedule import make_fault
+from tests.kafka_support import kafka_spec_with_local_jvm_options
 from tests.kchaos.plans import no_false_alarm, one_kill_and_a_partition
 from tests.ssh_support import SSH_MARKS, SshHosts, keygen
 
@@ -64,10 +65,12 @@ def test_partitions_and_kills_on_ssh_hosts_are_valid(hosts, tmp_path, spark):
 
 
 def test_apache_kafka_on_ssh_hosts(hosts, tmp_path, spark):
-    """--db kafka there: Kafka's jars copied once per host root, the hosts'
-    own java, partitions and kills applied; valid."""
+    """Kafka's shipped spec (`--db kafka`'s, with the tests' C1 option:
+    tests/kafka_support.py) there: Kafka's jars copied once per host root,
+    the hosts' own java, partitions and kills applied; valid."""
     settings = dict(time_limit=30, nemesis=["partition", "kill"], nemesis_interval=6)
-    config = ssh_config(hosts, tmp_path, db="kafka", seed=one_kill_and_a_partition(**settings),
+    config = ssh_config(hosts, tmp_path, db="command", seed=one_kill_and_a_partition(**settings),
+                        system=str(kafka_spec_with_local_jvm_options(tmp_path)),
                         recovery_time=3, final_time_limit=90,
                         broker_config=["min.insync.replicas=2"], **settings)
     result = run_and_check(config, spark, progress=Progress.quiet())
