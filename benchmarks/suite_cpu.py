@@ -80,9 +80,9 @@ class Sampler(threading.Thread):
                 stat = Path(f"/proc/{pid}/stat").read_text()
                 fields = stat[stat.rindex(")") + 2:].split()
                 ticks, key = int(fields[11]) + int(fields[12]), f"{pid}:{fields[19]}"
-                if key in self.seen:
-                    self.seen[key][0] = ticks
-                    continue
+                # The kind is looked up again at every sample: a process is
+                # what it last exec'd (Spark's drivers start as the bash
+                # script spark-submit and exec java in the same pid).
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
                 comm = stat[stat.index("(") + 1:stat.rindex(")")]
                 self.seen[key] = [ticks, kind_of(cmdline.decode(errors="replace").strip(), comm)]

@@ -27,7 +27,7 @@ def spark(tmp_path_factory):
 
 
 # Tests that must not run at the same time as each other, by module, under
-# pytest-xdist (`make test`: -n 2 --dist loadgroup): the end-to-end runs on
+# pytest-xdist (`make test`: -n 3 --dist loadgroup): the end-to-end runs on
 # the default subnet (198.18.0.0/24, namespaces `kchaos-n*`), since a run's
 # setup removes what exists under its prefix; the clusters on loopback
 # nodes (127.0.0.11, ... with the brokers' fixed ports); and the ssh

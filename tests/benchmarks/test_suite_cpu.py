@@ -32,3 +32,14 @@ def test_a_busy_child_is_counted_with_the_wall_time_and_the_exit_status():
     assert "exit 0" in head and "wall" in head and "busy" in head, head
     spent = {line.split(None, 1)[1]: float(line.split()[0]) for line in kinds}
     assert spent.get("other: python", 0) >= 1.2, spent
+
+
+def test_a_process_counts_as_what_it_last_exec_d():
+    """As Spark's drivers do: a bash script that execs the busy program."""
+    script = f"sleep 0.5; exec {sys.executable} -c '{BUSY}'"
+    done = subprocess.run([sys.executable, "benchmarks/suite_cpu.py", "--interval", "0.2", "--",
+                           "bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    spent = {line.split(None, 1)[1]: float(line.split()[0])
+             for line in done.stdout.strip().splitlines()[1:]}
+    assert spent.get("other: python", 0) >= 1.2 and spent.get("other: bash", 0) < 0.5, spent
