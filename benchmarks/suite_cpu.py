@@ -82,10 +82,14 @@ class Sampler(threading.Thread):
                 ticks, key = int(fields[11]) + int(fields[12]), f"{pid}:{fields[19]}"
                 # The kind is looked up again at every sample: a process is
                 # what it last exec'd (Spark's drivers start as the bash
-                # script spark-submit and exec java in the same pid).
+                # script spark-submit and exec java in the same pid). A
+                # zombie has no command line any more: it keeps its kind.
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
                 comm = stat[stat.index("(") + 1:stat.rindex(")")]
-                self.seen[key] = [ticks, kind_of(cmdline.decode(errors="replace").strip(), comm)]
+                kind = kind_of(cmdline.decode(errors="replace").strip(), comm)
+                if key in self.seen and not cmdline:
+                    kind = self.seen[key][1]
+                self.seen[key] = [ticks, kind]
             except (OSError, ValueError, IndexError):
                 continue                                # gone between listing and reading
 

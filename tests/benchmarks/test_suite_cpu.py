@@ -43,3 +43,20 @@ def test_a_process_counts_as_what_it_last_exec_d():
     spent = {line.split(None, 1)[1]: float(line.split()[0])
              for line in done.stdout.strip().splitlines()[1:]}
     assert spent.get("other: python", 0) >= 1.2 and spent.get("other: bash", 0) < 0.5, spent
+
+
+ZOMBIE = (f"import os, time\nif os.fork() == 0:\n    exec({BUSY!r})\n    os._exit(0)\n"
+          "time.sleep(2.5)")
+
+
+def test_a_zombie_keeps_the_kind_it_had():
+    """An exited child not yet reaped has no command line; its CPU stays
+    with what it was, not 'kernel: ...'."""
+    done = subprocess.run([sys.executable, "benchmarks/suite_cpu.py", "--interval", "0.2", "--",
+                           sys.executable, "-c", ZOMBIE], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    spent = {line.split(None, 1)[1]: float(line.split()[0])
+             for line in done.stdout.strip().splitlines()[1:]}
+    assert spent.get("other: python", 0) >= 1.2 and not any(
+        kind.startswith("kernel: python") for kind in spent), spent
