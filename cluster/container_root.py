@@ -23,6 +23,7 @@ import subprocess
 from pathlib import Path, PurePosixPath
 
 from cluster.docker_engine import docker_cli, engine_url
+from cluster.node import stat_fields
 
 
 class ContainerRoot:
@@ -77,11 +78,9 @@ class ContainerRoot:
 
 
 def _start_time(stat: Path) -> str | None:
-    """Field 22 of a /proc/PID/stat (the 20th after the ") " that ends the
-    command name, which may hold spaces); None when it cannot be read."""
+    """The start time in a /proc/PID/stat; None when it cannot be read."""
     try:
-        text = stat.read_text(errors="replace")
+        fields = stat_fields(stat.read_text(errors="replace"))
     except OSError:
         return None
-    fields = text.rpartition(") ")[2].split()
     return fields[19] if len(fields) > 19 else None

@@ -149,6 +149,13 @@ def _listens_on(local: str, host: str, port: int) -> bool:
     return listen_port == str(port) and address in ("*", "0.0.0.0", "::", host)
 
 
+def stat_fields(stat: str) -> list[str]:
+    """The fields of a /proc/PID/stat after the ") " that ends the command
+    name (which may hold spaces): [0] is the state (field 3), [19] the
+    start time (field 22)."""
+    return stat.rpartition(") ")[2].split()
+
+
 def process_state(node: Node, pid: int) -> str | None:
     """The one-letter state of process pid on node, as /proc says ("T"
     stopped, "S" sleeping, "Z" a zombie ...); None when there is none.
@@ -157,8 +164,7 @@ def process_state(node: Node, pid: int) -> str | None:
         text = node.get(f"/proc/{pid}/stat").decode(errors="replace")
     except (FileNotFoundError, ProcessLookupError):
         return None
-    # After the ") " that ends the command name: field 3, the state.
-    fields = text.rpartition(") ")[2].split()
+    fields = stat_fields(text)
     return fields[0] if fields else None
 
 

@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import PurePath, PurePosixPath
 
-from cluster.node import CommandError, check_argv
+from cluster.node import CommandError, check_argv, stat_fields
 
 DAEMONS = ".daemons"
 # The daemon's own script: $0 pid file, then argv. `exec` keeps the pid and
@@ -113,10 +113,8 @@ class RemoteDaemons:
         return started is not None and self._alive(*started)
 
     def _alive(self, pid: int, start: str) -> bool:
-        # After the ") " that ends the command name: field 3, the state (Z is
-        # a zombie nobody reaped), ..., field 22, the start time.
-        stat = self._read(PurePosixPath(f"/proc/{pid}/stat")) or ""
-        fields = stat.rpartition(") ")[2].split()
+        # The state (Z is a zombie nobody reaped) and the start time.
+        fields = stat_fields(self._read(PurePosixPath(f"/proc/{pid}/stat")) or "")
         return len(fields) > 19 and fields[0] != "Z" and fields[19] == start
 
     def signal(self, name: str, sig: int) -> None:
